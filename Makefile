@@ -1,0 +1,35 @@
+# Every target installs what it needs into .venv on first use (from a fresh clone).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test test-thorough test-exhaustive lint bench clean
+
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,mpi]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	TILEPY_HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q tests
+
+test-thorough: $(STAMP)
+	TILEPY_HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q tests
+
+test-exhaustive: $(STAMP)
+	TILEPY_HYPOTHESIS_PROFILE=thorough TILEPY_EXHAUSTIVE=1 $(PY) -m pytest -q tests -m exhaustive
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+bench: $(STAMP)
+	$(PY) bench/interp_vs_triton.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,5 @@
+"""tilepy.interpreter: executes tile IR with numpy + ml_dtypes; the ground truth.
+
+Owns the numerics of every op as the op table defines them, the sanitizers and tracing.
+Never imports numba.
+"""

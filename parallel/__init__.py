@@ -1,0 +1,3 @@
+"""tilepy.parallel: communicators, collective algorithms with a specified order, topology,
+cost model, compression and overlap. Works on numpy arrays; does not depend on the IR.
+"""
