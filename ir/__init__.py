@@ -1,3 +1,36 @@
 """tilepy.ir: the tile IR: types, buffers, expressions, statements, the op table, verifier,
 printer, parser, passes and analyses. Pure data and functions over it; never executes a kernel.
 """
+
+from tilepy.ir.expr import Buffer, Call, Const, Expr, Load, Region, Var, full_region
+from tilepy.ir.ops import OPS, Compute, Op, OpDef
+from tilepy.ir.stmt import (
+    Alloc,
+    AtomicAdd,
+    Breakpoint,
+    Copy,
+    Cumsum,
+    Fill,
+    For,
+    ForKind,
+    Gemm,
+    If,
+    Launch,
+    Let,
+    PrimFunc,
+    Print,
+    Reduce,
+    ReduceKind,
+    Stmt,
+    Store,
+    While,
+    walk,
+)
+from tilepy.ir.types import DType, Scope, compute_dtype, dtype, promote
+
+__all__ = [
+    "Alloc", "AtomicAdd", "Breakpoint", "Buffer", "Call", "Compute", "Const", "Copy", "Cumsum",
+    "DType", "Expr", "Fill", "For", "ForKind", "Gemm", "If", "Launch", "Let", "Load", "OPS",
+    "Op", "OpDef", "PrimFunc", "Print", "Reduce", "ReduceKind", "Region", "Scope", "Stmt",
+    "Store", "Var", "While", "compute_dtype", "dtype", "full_region", "promote", "walk",
+]

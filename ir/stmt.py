@@ -1,0 +1,231 @@
+"""Tile statements and the function that holds them.
+
+Structured: loops and ifs own their bodies (tuples of statements). Every statement carries
+the user's source location (`loc`), which equality and hashing ignore. Nothing here checks
+or runs a program; the verifier and the backends do.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Union
+
+from tilepy.errors import NOLOC, Loc
+from tilepy.ir.expr import Buffer, Expr, Region, Var
+
+Body = tuple["Stmt", ...]
+
+
+def _loc() -> Loc:
+    return field(default=NOLOC, compare=False, repr=False)  # type: ignore[return-value]
+
+
+class ForKind(enum.Enum):
+    SERIAL = "serial"  # T.serial, Python range
+    PARALLEL = "parallel"  # T.Parallel: iterations independent
+    PIPELINED = "pipelined"  # T.Pipelined: serial semantics; num_stages is a schedule hint
+    UNROLLED = "unroll"  # T.unroll: serial semantics
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ReduceKind(enum.Enum):
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+    ABSSUM = "abssum"
+    ABSMAX = "absmax"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """Declares a shared/fragment/local/var buffer for the rest of the enclosing body."""
+
+    buffer: Buffer
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Let:
+    """Binds an immutable scalar for the rest of the enclosing body (`x = expr`)."""
+
+    var: Var
+    value: Expr
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Store:
+    """`buffer[indices] = value`; the value is rounded to the buffer's dtype."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Copy:
+    """`T.copy(src, dst)`: element-wise, converting to dst's dtype. The two regions have
+    the same shape once unit dimensions are dropped. Global edge tiles: out-of-range reads
+    give 0, out-of-range writes are dropped."""
+
+    src: Region
+    dst: Region
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Fill:
+    """`T.fill(dst, value)` / `T.clear(dst)` (value 0)."""
+
+    dst: Region
+    value: Expr
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """`T.gemm(A, B, C, transpose_A, transpose_B, clear_accum)`: C += op(A) @ op(B).
+
+    For each C element, k ascending from C's current value (0 if clear_accum): the product
+    is computed in C's dtype, then added, one rounding per op, no FMA."""
+
+    a: Region
+    b: Region
+    c: Region
+    transpose_a: bool = False
+    transpose_b: bool = False
+    clear_accum: bool = False
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """`T.reduce_<kind>(src, dst, dim, clear)`: combine src along `dim` into dst, ascending,
+    in dst's dtype, starting from the identity (clear) or from dst's value."""
+
+    kind: ReduceKind
+    src: Region
+    dst: Region
+    dim: int
+    clear: bool = True
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Cumsum:
+    """`T.cumsum(src, dst, dim, reverse)`: running sums along `dim` in dst's dtype."""
+
+    src: Region
+    dst: Region
+    dim: int
+    reverse: bool = False
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class AtomicAdd:
+    """`T.atomic_add(dst, value)`: dst += value, with a scalar or a region of values.
+
+    Blocks' atomic adds to one element happen in block order (linear block id ascending),
+    then program order: deterministic."""
+
+    dst: Region
+    value: Union[Expr, Region]
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class For:
+    """A counted loop `for var in [start, stop) step step` of a kind."""
+
+    var: Var
+    start: Expr
+    stop: Expr
+    step: Expr
+    kind: ForKind
+    body: Body
+    num_stages: int = 0
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then_body: Body
+    else_body: Body = ()
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class While:
+    cond: Expr
+    body: Body
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Print:
+    """`print(...)` / `T.print(x, msg)`: prints a message and scalars or whole buffers."""
+
+    msg: str
+    args: tuple[Union[Expr, Buffer], ...] = ()
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """`breakpoint()` inside a kernel: the interpreter stops in a debugger with the block's
+    buffers in scope; compiled backends ignore it."""
+
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
+class Launch:
+    """`with T.Kernel(*grid, threads=...) as (bx, by, bz)`: runs `body` once per block.
+
+    Blocks are independent; `threads` is recorded, not emulated."""
+
+    grid: tuple[Expr, ...]
+    block_vars: tuple[Var, ...]
+    threads: tuple[int, ...]
+    body: Body
+    loc: Loc = _loc()
+
+
+Stmt = Union[Alloc, Let, Store, Copy, Fill, Gemm, Reduce, Cumsum, AtomicAdd, For, If, While,
+             Print, Breakpoint, Launch]
+
+TILE_OPS = (Copy, Fill, Gemm, Reduce, Cumsum, AtomicAdd)
+
+
+@dataclass(frozen=True)
+class PrimFunc:
+    """A kernel: global buffer parameters (symbolic sizes are `Var`s in their shapes),
+    the symbolic sizes themselves, a body of launches, and which params are outputs that
+    the caller does not pass (`out_idx`)."""
+
+    name: str
+    params: tuple[Buffer, ...]
+    sizes: tuple[Var, ...]
+    body: Body
+    out_idx: tuple[int, ...] = ()
+    loc: Loc = _loc()
+
+
+def walk(body: Body):
+    """Every statement of a body, depth first, in program order."""
+    for s in body:
+        yield s
+        if isinstance(s, For) or isinstance(s, While) or isinstance(s, Launch):
+            yield from walk(s.body)
+        elif isinstance(s, If):
+            yield from walk(s.then_body)
+            yield from walk(s.else_body)
