@@ -1,0 +1,55 @@
+"""Ring reduce-scatter, allgather and allreduce, with their order specified.
+
+Spec (p ranks, right = r+1, left = r-1 mod p, counts from a chunking rule):
+reduce-scatter step s = 0..p-2: rank r sends chunk (r-1-s) mod p to the right and receives
+chunk (r-2-s) mod p from the left, then `chunk = received op local` (received on the left).
+So chunk c is first sent by rank c+1 and accumulates x[c+1], x[c+2], ..., x[c] in that
+order, finishing on rank c. Allgather step s: send chunk (r-s), receive chunk (r-1-s).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.parallel.chunking import COUNTS, offsets
+from tilepy.parallel.ops import combine
+
+
+def split_chunks(x: np.ndarray, counts: list[int]) -> list[np.ndarray]:
+    """Views of the flat `x`, one per chunk."""
+    offs = offsets(counts)
+    return [x[o:o + c] for o, c in zip(offs, counts)]
+
+
+def reduce_scatter(g, x: np.ndarray, op: str, counts: list[int]) -> list[np.ndarray]:
+    """Ring reduce-scatter; returns the chunk list, where chunk g.rank is fully reduced."""
+    p, r = g.size, g.rank
+    acc = split_chunks(x, counts)
+    for s in range(p - 1):
+        send_c, recv_c = (r - 1 - s) % p, (r - 2 - s) % p
+        got = g.p2p_sendrecv(acc[send_c], (r + 1) % p, (r - 1) % p, counts[recv_c], x.dtype)
+        acc[recv_c] = combine(got, acc[recv_c], op)
+    return acc
+
+
+def allgather(g, chunks: list[np.ndarray], counts: list[int], dtype) -> list[np.ndarray]:
+    """Ring allgather: on entry chunk g.rank is this rank's; on exit every chunk is filled."""
+    p, r = g.size, g.rank
+    chunks = list(chunks)
+    for s in range(p - 1):
+        send_c, recv_c = (r - s) % p, (r - 1 - s) % p
+        chunks[recv_c] = g.p2p_sendrecv(
+            chunks[send_c], (r + 1) % p, (r - 1) % p, counts[recv_c], dtype
+        )
+    return chunks
+
+
+def allreduce(g, x: np.ndarray, op: str, chunking: str = "balanced", out=None) -> np.ndarray:
+    """Ring allreduce = ring reduce-scatter then ring allgather, with `chunking` counts."""
+    counts = COUNTS[chunking](x.size, g.size)
+    chunks = reduce_scatter(g, x, op, counts)
+    chunks = allgather(g, chunks, counts, x.dtype)
+    out = np.empty(x.size, x.dtype) if out is None else out
+    for o, c, ch in zip(offsets(counts), counts, chunks):
+        out[o:o + c] = ch
+    return out
