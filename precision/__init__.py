@@ -2,9 +2,13 @@
 
 Owns the format table (the single source of dtypes for the IR), rounding and saturation,
 codecs, block scaling and mixed-precision policies. Depends on numpy and ml_dtypes only
-(Numba lazily); never imports another tilepy layer.
+(Numba lazily, in `tilepy.precision.codecs`); never imports another tilepy layer.
 """
 
 from tilepy.precision.formats import FORMATS, Format, UnknownFormatError, get_format
+from tilepy.precision.rounding import cast, compute_dtype, decode, encode, round_to
 
-__all__ = ["FORMATS", "Format", "UnknownFormatError", "get_format"]
+__all__ = [
+    "FORMATS", "Format", "UnknownFormatError", "get_format",
+    "cast", "compute_dtype", "decode", "encode", "round_to",
+]

@@ -95,7 +95,8 @@ def _float_row(name: str, has_inf: bool, nan: str, has_sign: bool = True) -> For
 
 
 def _int_row(name: str, bits: int, signed: bool) -> Format:
-    info = ml_dtypes.iinfo(getattr(ml_dtypes, name)) if name in ("int4", "uint4") else np.iinfo(name)
+    small = name in ("int4", "uint4")
+    info = ml_dtypes.iinfo(getattr(ml_dtypes, name)) if small else np.iinfo(name)
     return Format(name=name, kind="int" if signed else "uint", bits=bits, has_sign=signed,
                   max_finite=float(info.max), min_value=float(info.min))
 

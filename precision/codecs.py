@@ -1,0 +1,288 @@
+"""Numba bit codecs: scalar float32 <-> storage-code functions usable inside njit kernels.
+
+Owns the encoders (float32 -> uint8/uint16 code, RNE, optional saturation, stochastic
+rounding from explicit random bits) and decoders (code -> float32) whose bits equal
+ml_dtypes' (numpy's for float16), plus parallel array wrappers. Importing this module
+imports numba; `import tilepy.precision` never does. Semantics live in codespec/rounding.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numba
+import numpy as np
+from llvmlite import ir as llvm_ir
+from numba import types
+from numba.extending import intrinsic
+
+from tilepy.precision.codespec import CodeSpec, code_spec
+from tilepy.precision.formats import get_format
+
+
+@intrinsic
+def f32_bits(typingctx, x):
+    """Bit pattern (uint32) of a float32, inside njit code."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], llvm_ir.IntType(32))
+
+    return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def bits_f32(typingctx, b):
+    """float32 whose bit pattern is the low 32 bits of an integer, inside njit code."""
+    if not isinstance(b, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        v = args[0]
+        if b.bitwidth > 32:
+            v = builder.trunc(v, llvm_ir.IntType(32))
+        return builder.bitcast(v, llvm_ir.FloatType())
+
+    return types.float32(b), codegen
+
+
+def decode_table(fmt) -> np.ndarray:
+    """float32 value of every code of a <= 8-bit float format, from the field layout
+    (sign, exponent, mantissa; NaN as ml_dtypes: +-0x7fc00000), independent of ml_dtypes."""
+    s = code_spec(fmt)
+    c = np.arange(1 << s.bits, dtype=np.int64)
+    neg = (c & s.sign_bit) != 0
+    mag = c & ~s.sign_bit & s.mask
+    e, m = mag >> s.man_bits, mag & ((1 << s.man_bits) - 1)
+    if s.name == "float8_e8m0fnu":
+        val = np.ldexp(1.0, (c - s.bias).astype(np.int32))
+    else:
+        sub = np.ldexp(m.astype(np.float64), s.emin - s.man_bits)
+        norm = np.ldexp(1.0 + m / (1 << s.man_bits), (e - s.bias).astype(np.int32))
+        val = np.where(e == 0, sub, norm)
+    val = np.where(neg, -val, val)
+    inf = (mag == s.ovf_pos) & (s.ovf_pos != s.max_code) & (s.ovf_pos != s.nan_pos)
+    val = np.where(inf, np.where(neg, -np.inf, np.inf), val)
+    nan = (mag > s.max_code) & ~inf
+    if s.fnuz:
+        nan = c == 0x80
+    with np.errstate(over="ignore"):  # inf rows
+        out = val.astype(np.float32)
+    out[nan] = np.where(neg[nan] | s.fnuz, np.float32(-np.nan), np.float32(np.nan))
+    return out
+
+
+# ---------------------------------------------------------------------------- encoders
+
+
+def _make_encoder(s: CodeSpec, saturate: bool):
+    M = s.man_bits
+    drop = 23 - M
+    half_m1 = (1 << (drop - 1)) - 1
+    rebias = (127 - s.bias) << M
+    min_norm_bits = 0 if s.exp_bits == 8 else (s.emin + 127) << 23
+    magic = np.float32(2.0 ** (s.emin - M + 23))
+    magic_bits = int(magic.view(np.uint32))
+    max_code, sign_bit, fnuz = s.max_code, s.sign_bit, s.fnuz
+    ovf_pos = max_code if saturate else s.ovf_pos
+    ovf_neg = (sign_bit | max_code) if saturate else s.ovf_neg
+    nan_pos, nan_neg, payload = s.nan_pos, s.nan_neg, s.nan_rule == "payload"
+    out_t = np.uint8 if s.bits <= 8 else np.uint16
+
+    @numba.njit(inline="always")
+    def encode(x):
+        b = f32_bits(np.float32(x))
+        a = b & np.uint32(0x7FFFFFFF)
+        neg = b >> np.uint32(31)
+        if a > 0x7F800000:
+            if payload:
+                p = (a >> 13) & 0x3FF
+                return out_t((neg << 15) | 0x7C00 | (p if p != 0 else 1))
+            return out_t(nan_neg if neg else nan_pos)
+        if a >= min_norm_bits:
+            code = ((a + half_m1 + ((a >> drop) & 1)) >> drop) - rebias
+        else:
+            code = f32_bits(bits_f32(a) + magic) - magic_bits
+        if code > max_code:
+            return out_t(ovf_neg if neg else ovf_pos)
+        if fnuz and code == 0:
+            return out_t(0)
+        return out_t(code | (sign_bit if neg else 0))
+
+    return encode
+
+
+def _make_e8m0_encoder(saturate: bool):
+    top = 0xFE if saturate else 0xFF
+
+    @numba.njit(inline="always")
+    def encode(x):
+        b = f32_bits(np.float32(x))
+        if b == 0x7F800000:
+            return np.uint8(top)
+        if b >= 0x7F800000 or b == 0:  # NaN, -inf, negatives, +0
+            return np.uint8(0xFF)
+        if b < 0x800000:  # float32 subnormals: ml_dtypes' rule
+            return np.uint8(1 if b > 0x400000 else 0)
+        code = (b >> 23) + ((b >> 22) & 1)
+        return np.uint8(top if code > 254 else code)
+
+    return encode
+
+
+def _make_int_encoder(fmt, saturate: bool):
+    f = get_format(fmt)
+    lo, hi, mask = f.min_value, f.max_finite, (1 << f.bits) - 1
+
+    @numba.njit(inline="always")
+    def encode(x):
+        v = np.float32(x)
+        if v != v:
+            return np.uint8(0)
+        v = min(max(v, lo), hi)
+        return np.uint8(np.int64(v) & mask)
+
+    return encode
+
+
+def encoder(fmt, saturate: bool = False):
+    """The njit scalar encoder of `fmt`: float32 -> storage code (uint8 / uint16, int4 as
+    its low nibble). Float formats: RNE, overflow per ml_dtypes or clamped to +-max finite
+    when `saturate`; bits equal `tilepy.precision.encode`. int8/int4: truncate toward
+    zero, clamp, NaN -> 0 (as `cast`)."""
+    return _encoder(get_format(fmt).name, bool(saturate))
+
+
+@lru_cache(maxsize=None)
+def _encoder(name: str, saturate: bool):
+    f = get_format(name)
+    if f.name in ("int8", "int4"):
+        return _make_int_encoder(f, saturate)
+    if f.name == "float8_e8m0fnu":
+        return _make_e8m0_encoder(saturate)
+    return _make_encoder(code_spec(f), saturate)
+
+
+# ---------------------------------------------------------------------------- decoders
+
+
+def _byte_table(fmt) -> np.ndarray:
+    """decode_table extended to all 256 byte values for fp6/fp4, as ml_dtypes reads a
+    byte with unused high bits set: negative iff code >= 2^(bits-1)."""
+    t = decode_table(fmt)
+    if t.size == 256:
+        return t
+    half = t.size // 2
+    c = np.arange(256)
+    return t[np.where(c >= half, half, 0) | (c & (half - 1))]
+
+
+def _make_table_decoder(fmt):
+    table = _byte_table(fmt)
+
+    @numba.njit(inline="always")
+    def decode(code):
+        return table[np.uint8(code)]
+
+    return decode
+
+
+@numba.njit(inline="always")
+def _decode_bfloat16(code):
+    return bits_f32(np.uint32(code) << 16)
+
+
+@numba.njit(inline="always")
+def _decode_float16(code):
+    h = np.uint32(code)
+    sign = (h >> 15) << 31
+    e = (h >> 10) & 0x1F
+    m = h & 0x3FF
+    if e == 0x1F:
+        return bits_f32(sign | 0x7F800000 | (m << 13))
+    if e == 0:
+        v = np.float32(m) * np.float32(2.0**-24)
+        return -v if sign else v
+    return bits_f32(sign | ((e + 112) << 23) | (m << 13))
+
+
+def _make_int_decoder(fmt):
+    bits = get_format(fmt).bits
+    top = 1 << (bits - 1)
+
+    @numba.njit(inline="always")
+    def decode(code):
+        c = np.int64(code) & ((1 << bits) - 1)
+        return np.float32(c - 2 * top if c >= top else c)
+
+    return decode
+
+
+def decoder(fmt):
+    """The njit scalar decoder of `fmt`: storage code -> float32, bits equal to ml_dtypes'
+    `astype(float32)` (numpy's for float16, NaN payloads included)."""
+    return _decoder(get_format(fmt).name)
+
+
+@lru_cache(maxsize=None)
+def _decoder(name: str):
+    f = get_format(name)
+    if f.name == "bfloat16":
+        return _decode_bfloat16
+    if f.name == "float16":
+        return _decode_float16
+    if f.name in ("int8", "int4"):
+        return _make_int_decoder(f)
+    code_spec(f)  # rejects formats with no codec
+    return _make_table_decoder(f)
+
+
+# ---------------------------------------------------------------------------- arrays
+
+
+@lru_cache(maxsize=None)
+def _encode_kernel(fmt, saturate: bool):
+    enc = encoder(fmt, saturate)
+
+    @numba.njit(parallel=True)
+    def run(x, out):
+        for i in numba.prange(x.size):
+            out[i] = enc(x[i])
+
+    return run
+
+
+@lru_cache(maxsize=None)
+def _decode_kernel(fmt):
+    dec = decoder(fmt)
+
+    @numba.njit(parallel=True)
+    def run(codes, out):
+        for i in numba.prange(codes.size):
+            out[i] = dec(codes[i])
+
+    return run
+
+
+def encode_array(x, fmt, saturate: bool = False) -> np.ndarray:
+    """Storage codes of a float32 array (any shape) encoded in parallel with `encoder`;
+    same bits as `tilepy.precision.encode`. float64 input is refused: round it once with
+    `tilepy.precision.cast`."""
+    f = get_format(fmt)
+    x = np.asarray(x)
+    if x.dtype == np.float64:
+        raise TypeError("encode_array takes float32; use tilepy.precision.cast for float64")
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty(x.shape, dtype=f.storage)
+    _encode_kernel(f.name, bool(saturate))(x.reshape(-1), out.reshape(-1))
+    return out
+
+
+def decode_array(codes, fmt) -> np.ndarray:
+    """float32 values of a storage-code array (any shape), decoded in parallel."""
+    f = get_format(fmt)
+    codes = np.ascontiguousarray(codes, dtype=f.storage)
+    out = np.empty(codes.shape, dtype=np.float32)
+    _decode_kernel(f.name)(codes.reshape(-1), out.reshape(-1))
+    return out

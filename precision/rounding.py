@@ -1,0 +1,173 @@
+"""Rounding arrays to a number format in numpy: `cast`, `round_to`, `decode`.
+
+The interpreter's reference for every store and every narrow-float operation. Results are
+ml_dtypes' bits, except that float64 inputs are rounded once (ml_dtypes goes through
+float32, rounding twice). Vectorised numpy only; never imports numba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.precision.codespec import CodeSpec, code_spec
+from tilepy.precision.formats import Format, get_format
+
+_E8M0 = "float8_e8m0fnu"
+# float32 / float64 layouts: (unsigned view, mantissa bits)
+_SRC = {np.dtype(np.float32): (np.uint32, 23), np.dtype(np.float64): (np.uint64, 52)}
+
+
+def cast(x, fmt, saturate: bool = False) -> np.ndarray:
+    """Round `x` (any float, int or bool array or scalar) to `fmt`; return an array of
+    fmt's numpy/ml_dtypes dtype.
+
+    Floats: round-to-nearest-even; overflow and infinities follow ml_dtypes (e4m3fn ->
+    NaN, e5m2/bf16/fp16 -> inf, fnuz -> NaN 0x80, fp6/fp4 -> clamp to max) unless
+    `saturate=True`, which clamps finite overflow and +-inf to +-max finite (NaN stays
+    NaN). float64 inputs are rounded once (ml_dtypes rounds twice, via float32); a float64
+    NaN gives the code ml_dtypes gives for float32(x). float8_e8m0fnu keeps ml_dtypes'
+    rule (ties away from zero; zero and negatives are NaN).
+    Integers: a float input is truncated toward zero and clamped to the range, NaN -> 0
+    (PTX cvt.rzi.sat; ml_dtypes would wrap); an int input wraps like numpy `astype`
+    unless `saturate=True` clamps it.
+    """
+    f = get_format(fmt)
+    x = np.asarray(x)
+    if f.is_bool:
+        return x.astype(np.bool_)
+    if f.is_int:
+        return _cast_int(x, f, saturate)
+    x = _as_float(x)
+    if saturate:
+        x = np.clip(x, -f.max_finite, f.max_finite) if f.has_sign else _clip_top(x, f)
+    if x.dtype == np.float32 or f.bits >= 32 or f.name == "float16":
+        with np.errstate(all="ignore"):  # single rounding already (numpy / ml_dtypes)
+            return x.astype(f.np_dtype)
+    if f.name == _E8M0:
+        return _e8m0_from64(x).view(f.np_dtype)
+    with np.errstate(all="ignore"):
+        y = _round_float(x, code_spec(f)).astype(np.float32)  # exact: on fmt's grid
+        nan = np.isnan(x)
+        if nan.any():  # NaN payloads: as ml_dtypes does for float32(x)
+            y[nan] = x[nan].astype(np.float32)
+        return y.astype(f.np_dtype)
+
+
+def round_to(x, fmt) -> np.ndarray:
+    """`x` rounded to `fmt` and widened to the compute dtype: float32 for floats narrower
+    than 32 bits, float64 for float64, the int dtype for ints. Bit-identical to
+    `cast(x, fmt).astype(compute dtype)`, faster for float32 input."""
+    f = get_format(fmt)
+    x = np.asarray(x)
+    if not f.is_narrow_float:
+        return cast(x, f)
+    x = _as_float(x)
+    if x.dtype != np.float32 or f.name in (_E8M0, "bfloat16"):  # ml_dtypes is fastest
+        return cast(x, f).astype(np.float32)
+    with np.errstate(all="ignore"):  # NaN lanes are replaced below
+        return _round_to_f32(x, f)
+
+
+def _round_to_f32(x: np.ndarray, f: Format) -> np.ndarray:
+    y = _round_float(x, code_spec(f))
+    if f.nan == "neg_zero":
+        y[y == 0] = 0.0  # fnuz zero has no sign
+    over = np.abs(y) > np.float32(f.max_finite)
+    if over.any():
+        y[over] = _overflow_value(f, np.signbit(y[over]))
+    nan = np.isnan(x)
+    if nan.any():
+        y[nan] = x[nan].astype(f.np_dtype).astype(np.float32)
+    return y
+
+
+def decode(codes, fmt) -> np.ndarray:
+    """float32 values of storage codes (uint8/uint16 arrays) of a narrow float format."""
+    f = get_format(fmt)
+    return np.asarray(codes).astype(f.storage).view(f.np_dtype).astype(np.float32)
+
+
+def encode(x, fmt, saturate: bool = False) -> np.ndarray:
+    """Storage codes (uint8/uint16) of `cast(x, fmt, saturate)`."""
+    f = get_format(fmt)
+    return cast(x, f, saturate).view(f.storage)
+
+
+def compute_dtype(fmt) -> np.dtype:
+    """The dtype arithmetic on `fmt` runs in (float32 for narrow floats)."""
+    f = get_format(fmt)
+    if f.is_narrow_float:
+        return np.dtype(np.float32)
+    return f.np_dtype
+
+
+def _as_float(x: np.ndarray) -> np.ndarray:
+    if x.dtype in _SRC:
+        return x
+    if x.dtype.kind in "biu":
+        return x.astype(np.float64)
+    return x.astype(np.float32)  # float16, bfloat16, fp8, ...: widening is exact
+
+
+def _clip_top(x: np.ndarray, f: Format) -> np.ndarray:
+    return np.where(x > f.max_finite, x.dtype.type(f.max_finite), x)
+
+
+def _round_float(x: np.ndarray, spec: CodeSpec) -> np.ndarray:
+    """RNE of float32/float64 `x` to `spec.man_bits` mantissa bits, exponents >= emin
+    (subnormal spacing below), no overflow handling. Same dtype out."""
+    ut, sman = _SRC[x.dtype]
+    drop = sman - spec.man_bits
+    b = x.view(ut)
+    one = ut(1)
+    lsb = (b >> ut(drop)) & one
+    r = (b + ut((1 << (drop - 1)) - 1) + lsb) & ~ut((1 << drop) - 1)
+    y = r.view(x.dtype)
+    magic = x.dtype.type(2.0 ** (spec.emin - spec.man_bits + sman))
+    ax = np.abs(x)
+    small = ax < x.dtype.type(2.0**spec.emin)
+    count = np.count_nonzero(small)
+    # the add rounds to the subnormal spacing ulp(magic), RNE
+    if count > x.size // 8:
+        return np.where(small, np.copysign((ax + magic) - magic, x), y)
+    if count:
+        y[small] = np.copysign((ax[small] + magic) - magic, x[small])
+    return y
+
+
+def _overflow_value(f: Format, negative: np.ndarray) -> np.ndarray:
+    if f.has_inf:
+        v = np.float32(np.inf)
+    elif f.nan == "none":
+        v = np.float32(f.max_finite)
+    else:
+        v = np.float32(np.nan)
+    out = np.where(negative, -v, v).astype(np.float32)
+    if f.nan == "neg_zero":
+        out[:] = np.float32(f.np_dtype.type(np.nan))
+    return out
+
+
+def _e8m0_from64(x: np.ndarray) -> np.ndarray:
+    """float64 -> float8_e8m0fnu codes, one rounding, with ml_dtypes' float32 rule:
+    ties away from zero; values in (2^-127, 2^-126) give 2^-126; <= 2^-127 give 2^-127;
+    zero, negatives, NaN and overflow (>= 1.5 * 2^127) give NaN (0xff)."""
+    b = x.view(np.uint64)
+    e = ((b >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64) - 1023
+    mant = b & np.uint64((1 << 52) - 1)
+    up = (mant >= np.uint64(1 << 51)).astype(np.int64)
+    code = np.where(e >= -126, e + 127 + up, ((e == -127) & (mant > 0)).astype(np.int64))
+    bad = ~(x > 0) | (code > 254)
+    return np.where(bad, 255, code).astype(np.uint8)
+
+
+def _cast_int(x: np.ndarray, f: Format, saturate: bool) -> np.ndarray:
+    lo, hi = int(f.min_value), int(f.max_finite)
+    if x.dtype.kind not in "biu":  # numpy and ml_dtypes floats
+        with np.errstate(invalid="ignore"):  # widening quiets signalling NaNs
+            v = np.trunc(_as_float(x).astype(np.float64))
+        v = np.nan_to_num(np.clip(v, lo, hi), nan=0.0)
+        return v.astype(np.int64).astype(f.np_dtype)
+    if saturate:
+        return np.clip(x.astype(np.int64), lo, hi).astype(f.np_dtype)
+    return x.astype(f.np_dtype)
