@@ -23,3 +23,9 @@ __all__ = [
     "ArgumentError", "KernelRuntimeError", "LoweringError", "OutOfBoundsError", "RaceError",
     "TilepyError", "TileSyntaxError", "TileTypeError", "UninitializedReadError", "VerifyError",
 ]
+
+from tilepy.backend import backend  # noqa: E402
+from tilepy.kernel import Kernel, compile, jit  # noqa: E402
+from tilepy.precision.formats import get_format as dtype  # noqa: E402
+
+__all__ += ["Kernel", "backend", "compile", "dtype", "jit"]

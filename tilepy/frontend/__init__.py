@@ -1,0 +1,1 @@
+"""tilepy.frontend: the kernel language front end, Python AST -> tile IR with source locations."""

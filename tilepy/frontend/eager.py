@@ -1,0 +1,77 @@
+"""Eager-style `@tilepy.jit` kernels: tensors declared in the body, outputs returned.
+
+`def gemm(A, B, block_M: int = 64): M, N, K = T.const("M, N, K"); A: T.Tensor((M, K), dt);
+C = T.empty((M, N), dt); with T.Kernel(...): ...; return C`. Parameters annotated in the
+body are the arrays of each call; the others are build-time values, and each distinct set
+of them builds (and caches) one Kernel.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+from tilepy.errors import ArgumentError, TileSyntaxError
+from tilepy.frontend.source import environment, read_source
+from tilepy.frontend.translate import Translator
+from tilepy.ir.expr import Buffer
+from tilepy.ir.stmt import PrimFunc
+
+
+def tensor_param_names(fn_def: ast.FunctionDef, params: list[str]) -> list[str]:
+    """Parameters declared `X: T.Tensor(...)` in the body, in signature order."""
+    declared = {
+        st.target.id for st in fn_def.body
+        if isinstance(st, ast.AnnAssign) and st.value is None
+        and isinstance(st.target, ast.Name)
+    }
+    return [p for p in params if p in declared]
+
+
+def build_eager(jitfn, args, kwargs):
+    fn = jitfn.fn
+    sig = inspect.signature(fn)
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as err:
+        raise ArgumentError(f"{fn.__name__}(): {err}") from None
+    bound.apply_defaults()
+    src = read_source(fn)
+    tensors = tensor_param_names(src.fn_def, list(sig.parameters))
+    static = {k: v for k, v in bound.arguments.items() if k not in tensors}
+    key = tuple(sorted((k, repr(v)) for k, v in static.items()))
+    if key not in jitfn._cache:
+        jitfn._cache[key] = _translate(fn, src, tensors, static)
+    arrays = [bound.arguments[name] for name in tensors]
+    return jitfn._cache[key], arrays
+
+
+def _translate(fn, src, tensors: list[str], static: dict):
+    from tilepy.kernel import Kernel
+
+    tr = Translator(src, environment(fn), eager=True)
+    tr.eager_params = set(tensors)
+    for name, value in static.items():
+        tr.bind(name, value)
+    body = tr.function(fn.__name__, [])
+    inputs = [b for b in tr.params if b not in tr.outputs]
+    order = {name: i for i, name in enumerate(tensors)}
+    inputs.sort(key=lambda b: order.get(b.name, len(order)))
+    missing = [t for t in tensors if t not in {b.name for b in inputs}]
+    if missing:
+        raise TileSyntaxError(f"{fn.__name__}: parameter {missing[0]!r} is not declared",
+                              src.loc(src.fn_def))
+    outputs = _returned_outputs(tr.returned, tr.outputs)
+    params = tuple(inputs) + tuple(outputs)
+    out_idx = tuple(range(len(inputs), len(params)))
+    func = PrimFunc(fn.__name__, params, tuple(tr.sizes.values()), body, out_idx,
+                    src.loc(src.fn_def))
+    return Kernel(func, out_idx)
+
+
+def _returned_outputs(returned, outputs: list[Buffer]) -> list[Buffer]:
+    if returned is None:
+        return outputs
+    items = returned if isinstance(returned, tuple) else (returned,)
+    ordered = [b for b in items if isinstance(b, Buffer) and b in outputs]
+    return ordered + [b for b in outputs if b not in ordered]

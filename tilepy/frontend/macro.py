@@ -1,0 +1,36 @@
+"""Inlining `@T.macro` helpers: their body is translated in place, at the call site.
+
+A macro's parameters are bound to the caller's values (buffers, scalars, build-time
+values); its statements go into the caller's current body; `return x` gives the call's
+value. Names inside the macro resolve in the macro's own module and closure.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from tilepy.errors import Loc, TileTypeError
+from tilepy.frontend.source import environment, read_source
+
+
+def inline_macro(tr, fn, args: list, kwargs: dict, loc: Loc):
+    from tilepy.frontend.translate import _Return
+
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as err:
+        raise TileTypeError(f"{fn.__name__}(): {err}", loc) from None
+    bound.apply_defaults()
+    saved = tr.src, tr.env, tr.scopes
+    tr.src, tr.env = read_source(fn), environment(fn)
+    tr.scopes = [{}]
+    for name, value in bound.arguments.items():
+        tr.bind(name, value)
+    try:
+        for st in tr.src.fn_def.body:
+            tr.stmt(st)
+    except _Return as r:
+        return r.value
+    finally:
+        tr.src, tr.env, tr.scopes = saved
+    return None

@@ -1,0 +1,465 @@
+"""The front end proper: a kernel function's AST -> a `PrimFunc`, statement by statement.
+
+Handles both TileLang styles: `@T.prim_func` functions whose parameters are annotated
+`T.Tensor`s, and eager `@tilepy.jit` functions that declare tensors in the body
+(`A: T.Tensor(...)`, `T.const`, `T.empty`). Python control flow on build-time values runs at
+build time; on runtime values it becomes IR. Every node keeps the user's source location.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from tilepy.errors import Loc, TileSyntaxError, TileTypeError
+from tilepy.frontend import builtins, exprs
+from tilepy.frontend.expressions import ExpressionMixin
+from tilepy.frontend.source import Source
+from tilepy.frontend.values import DataRef, describe
+from tilepy.ir import stmt as S
+from tilepy.ir.expr import Buffer, Const, Load, Var
+from tilepy.ir.types import Scope, int32
+from tilepy.language import Builtin, SymbolicSize, TensorSpec
+
+_LOOPS = {"Parallel": S.ForKind.PARALLEL, "Pipelined": S.ForKind.PIPELINED,
+          "serial": S.ForKind.SERIAL, "unroll": S.ForKind.UNROLLED}
+
+
+class _Return(Exception):
+    """Raised by a `return` statement to end translation of the function body."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class Translator(ExpressionMixin):
+    """Builds one PrimFunc. `env` holds the function's globals, closure and build-time
+    arguments; `eager` selects the style that declares tensors in the body."""
+
+    def __init__(self, source: Source, env: dict, eager: bool):
+        self.src = source
+        self.env = env
+        self.eager = eager
+        self.scopes: list[dict] = [{}]
+        self.bodies: list[list] = [[]]
+        self.loop_depth: list[int] = [0]
+        self.names: set[str] = set()
+        self.params: list[Buffer] = []
+        self.sizes: dict[str, Var] = {}
+        self.outputs: list[Buffer] = []
+        self.returned = None
+        self.pending_name = "buf"
+        self.in_kernel = False
+
+    # ------------------------------------------------------------ plumbing
+    def loc(self, node: ast.AST) -> Loc:
+        return self.src.loc(node)
+
+    def emit(self, s) -> None:
+        if not self.in_kernel and not isinstance(s, S.Launch):
+            raise TileSyntaxError("tile statements must be inside `with T.Kernel(...)`", s.loc)
+        self.bodies[-1].append(s)
+
+    def lookup(self, name: str, loc: Loc):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name][0]
+        if name in self.env:
+            value = self.env[name]
+            return self.size_expr(value, loc) if isinstance(value, SymbolicSize) else value
+        raise TileSyntaxError(f"name {name!r} is not defined", loc)
+
+    def bind(self, name: str, value) -> None:
+        self.scopes[-1][name] = (value, self.loop_depth[-1])
+
+    def unique(self, base: str) -> str:
+        name, n = base, 0
+        while name in self.names:
+            n += 1
+            name = f"{base}_{n}"
+        self.names.add(name)
+        return name
+
+    def fresh_name(self) -> str:
+        return self.unique(self.pending_name)
+
+    def declare(self, buf: Buffer, loc: Loc) -> Buffer:
+        self.emit(S.Alloc(buf, loc=loc))
+        return buf
+
+    def call_builtin(self, fn, node, loc):
+        return builtins.call_builtin(self, fn, node, loc)
+
+    def block(self, stmts, scope: bool = True, loop: bool = False) -> tuple:
+        """Translate statements into a new body (and a new name scope)."""
+        self.bodies.append([])
+        if scope:
+            self.scopes.append({})
+        self.loop_depth.append(self.loop_depth[-1] + (1 if loop else 0))
+        try:
+            for st in stmts:
+                self.stmt(st)
+        finally:
+            self.loop_depth.pop()
+            if scope:
+                self.scopes.pop()
+            body = self.bodies.pop()
+        return tuple(body)
+
+    # ------------------------------------------------------------ function
+    def function(self, name: str, spec_params: list[tuple[str, TensorSpec, Loc]]):
+        """Translate the body; returns (PrimFunc fields) for the caller to assemble."""
+        for pname, spec, loc in spec_params:
+            self.bind(pname, self.param(pname, spec, loc))
+        body = self.src.fn_def.body
+        try:
+            for st in body:
+                self.stmt(st)
+        except _Return as r:
+            self.returned = r.value
+        return tuple(self.bodies[0])
+
+    def param(self, name: str, spec: TensorSpec, loc: Loc) -> Buffer:
+        shape = tuple(self.size_expr(s, loc) for s in spec.shape)
+        buf = Buffer(self.unique(name), shape, spec.dtype, Scope.GLOBAL)
+        self.params.append(buf)
+        return buf
+
+    def size_expr(self, s, loc: Loc):
+        if isinstance(s, SymbolicSize):
+            if s.name not in self.sizes:
+                self.sizes[s.name] = Var(self.unique(s.name), s.dtype)
+            return self.sizes[s.name]
+        if exprs.is_ir(s) or isinstance(s, int):
+            return exprs.index_expr(s, loc)
+        raise TileTypeError(f"a tensor dimension must be an int or a symbolic size; got "
+                            f"{describe(s)}", loc)
+
+    # ------------------------------------------------------------ statements
+    def stmt(self, node: ast.stmt) -> None:
+        method = getattr(self, "_s_" + type(node).__name__, None)
+        if method is None:
+            raise TileSyntaxError(f"{type(node).__name__} statements are not supported in a "
+                                  "kernel", self.loc(node))
+        method(node)
+
+    def _s_Pass(self, node):
+        pass
+
+    def _s_Expr(self, node):
+        if isinstance(node.value, ast.Constant):  # a docstring or a bare literal
+            return
+        self.expr(node.value)
+
+    def _s_Return(self, node):
+        raise _Return(None if node.value is None else self.value(node.value))
+
+    def _s_With(self, node):
+        if len(node.items) != 1 or not isinstance(node.items[0].context_expr, ast.Call):
+            raise TileSyntaxError("only `with T.Kernel(...) as ...:` is supported",
+                                  self.loc(node))
+        item = node.items[0]
+        fn = self.value(item.context_expr.func)
+        if not (isinstance(fn, Builtin) and fn.name == "Kernel"):
+            raise TileSyntaxError("only `with T.Kernel(...) as ...:` is supported",
+                                  self.loc(node))
+        self.launch(node, item)
+
+    def launch(self, node: ast.With, item: ast.withitem) -> None:
+        loc = self.loc(node)
+        if self.in_kernel:
+            raise TileSyntaxError("T.Kernel cannot be nested", loc)
+        call = item.context_expr
+        grid = tuple(exprs.index_expr(self.expr(a), loc) for a in call.args)
+        if not 1 <= len(grid) <= 3:
+            raise TileTypeError(f"T.Kernel takes 1 to 3 grid sizes; got {len(grid)}", loc)
+        kw = {k.arg: self.expr(k.value) for k in call.keywords}
+        threads = kw.get("threads", 128)
+        threads = tuple(threads) if isinstance(threads, (tuple, list)) else (int(threads),)
+        names = self.target_names(item.optional_vars, len(grid), loc)
+        bvars = tuple(Var(self.unique(n), int32) for n in names)
+        self.in_kernel = True
+        self.scopes.append({})
+        for n, v in zip(names, bvars):
+            self.bind(n, v)
+        try:
+            body = self.block(node.body, scope=False)
+        finally:
+            self.scopes.pop()
+            self.in_kernel = False
+        self.emit(S.Launch(grid, bvars, threads, body, loc=loc))
+
+    def target_names(self, target, n: int, loc: Loc) -> list[str]:
+        """Names for `as bx` / `as (bx, by)`; missing ones are made up."""
+        if target is None:
+            got: list[str] = []
+        elif isinstance(target, ast.Name):
+            got = [target.id]
+        elif isinstance(target, (ast.Tuple, ast.List)) and all(
+                isinstance(e, ast.Name) for e in target.elts):
+            got = [e.id for e in target.elts]
+        else:
+            raise TileSyntaxError("bind the block indices to names", loc)
+        if len(got) > n:
+            raise TileTypeError(f"T.Kernel has {n} grid dimension(s) but {len(got)} names "
+                                "were bound", loc)
+        return got + [f"b{'xyz'[i]}" for i in range(len(got), n)]
+
+    # ------------------------------------------------------------ loops
+    def _s_For(self, node):
+        loc = self.loc(node)
+        if node.orelse:
+            raise TileSyntaxError("for ... else is not supported in a kernel", loc)
+        it = node.iter
+        fn = self.value(it.func) if isinstance(it, ast.Call) else None
+        if isinstance(fn, Builtin) and fn.name in _LOOPS:
+            return self.tile_loop(node, fn.name, loc)
+        if fn is range:
+            return self.range_loop(node, it, S.ForKind.SERIAL, loc)
+        seq = self.expr(it)
+        if exprs.is_ir(seq) or not hasattr(seq, "__iter__"):
+            raise TileTypeError(f"cannot iterate over {describe(seq)}", loc,
+                                hint="use range(...), T.serial, T.Parallel or T.Pipelined")
+        for item in seq:  # a build-time sequence: unrolled while the kernel is built
+            self.assign_target(node.target, item, loc)
+            for st in node.body:
+                self.stmt(st)
+
+    def tile_loop(self, node: ast.For, name: str, loc: Loc) -> None:
+        kind = _LOOPS[name]
+        call = node.iter
+        if kind is S.ForKind.PARALLEL:
+            extents = [self.expr(a) for a in call.args]
+            names = self.target_names(node.target, len(extents), loc)
+            if len(names) != len(extents):
+                raise TileTypeError(f"T.Parallel has {len(extents)} extents but "
+                                    f"{len(names)} loop variables", loc)
+            self.nested_loops(list(zip(names, extents)), node.body, kind, loc)
+            return
+        self.range_loop(node, call, kind, loc)
+
+    def nested_loops(self, dims, body, kind, loc) -> None:
+        (name, extent), rest = dims[0], dims[1:]
+        var = Var(self.unique(name), int32)
+        self.scopes.append({})
+        self.bind(name, var)
+        self.loop_depth.append(self.loop_depth[-1] + 1)
+        try:
+            if rest:
+                self.bodies.append([])
+                self.nested_loops(rest, body, kind, loc)
+                inner = tuple(self.bodies.pop())
+            else:
+                inner = self.block(body, loop=True)
+        finally:
+            self.loop_depth.pop()
+            self.scopes.pop()
+        zero, one = Const(0, int32), Const(1, int32)
+        self.emit(S.For(var, zero, exprs.index_expr(extent, loc), one, kind, inner, loc=loc))
+
+    def range_loop(self, node: ast.For, call: ast.Call, kind, loc: Loc) -> None:
+        args = [self.expr(a) for a in call.args]
+        kw = {k.arg: self.expr(k.value) for k in call.keywords}
+        stages = kw.pop("num_stages", 0)
+        if kind is S.ForKind.PIPELINED and len(args) == 3 and not kw:
+            args, stages = args[:2], args[2]  # T.Pipelined(start, stop, num_stages)
+        if len(args) == 1:
+            args = [0] + args
+        if not 2 <= len(args) <= 3:
+            raise TileTypeError(f"a loop takes 1 to 3 bounds; got {len(args)}", loc)
+        start, stop = args[0], args[1]
+        step = args[2] if len(args) == 3 else 1
+        if not isinstance(node.target, ast.Name):
+            raise TileSyntaxError("this loop binds a single name", loc)
+        var = Var(self.unique(node.target.id), int32)
+        self.scopes.append({})
+        self.bind(node.target.id, var)
+        try:
+            body = self.block(node.body, loop=True)
+        finally:
+            self.scopes.pop()
+        if exprs.is_ir(stages):
+            raise TileTypeError("num_stages must be known when the kernel is built", loc)
+        self.emit(S.For(var, exprs.index_expr(start, loc), exprs.index_expr(stop, loc),
+                        exprs.index_expr(step, loc), kind, body, int(stages or 0), loc=loc))
+
+    # ------------------------------------------------------------ branches
+    def _s_If(self, node):
+        loc = self.loc(node)
+        cond = self.expr(node.test)
+        if not exprs.is_ir(cond):
+            for st in node.body if cond else node.orelse:
+                self.stmt(st)
+            return
+        then_body = self.block(node.body)
+        else_body = self.block(node.orelse)
+        self.emit(S.If(exprs.as_bool(cond, loc), then_body, else_body, loc=loc))
+
+    def _s_While(self, node):
+        loc = self.loc(node)
+        if node.orelse:
+            raise TileSyntaxError("while ... else is not supported in a kernel", loc)
+        cond = self.expr(node.test)
+        if not exprs.is_ir(cond):
+            raise TileTypeError("a while loop in a kernel needs a runtime condition", loc,
+                                hint="use a for loop for a count known when building")
+        body = self.block(node.body, loop=True)
+        self.emit(S.While(exprs.as_bool(cond, loc), body, loc=loc))
+
+    # ------------------------------------------------------------ assignments
+    def _s_Assign(self, node):
+        loc = self.loc(node)
+        if len(node.targets) != 1:
+            raise TileSyntaxError("chained assignment is not supported in a kernel", loc)
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            self.pending_name = target.id
+        if self.eager and self.eager_declaration(target, node.value, loc):
+            return
+        if isinstance(target, ast.Subscript):
+            return self.store(target, self.expr(node.value), loc)
+        self.assign_target(target, self.value(node.value), loc)
+
+    def _s_AnnAssign(self, node):
+        loc = self.loc(node)
+        if node.value is None:
+            if not self.eager:
+                raise TileSyntaxError("a bare annotation declares a tensor only in an eager "
+                                      "@tilepy.jit kernel", loc)
+            return self.declare_tensor(node.target, node.annotation, loc)
+        self._s_Assign(ast.Assign(targets=[node.target], value=node.value, lineno=node.lineno,
+                                  col_offset=node.col_offset))
+
+    def _s_AugAssign(self, node):
+        loc = self.loc(node)
+        binop = ast.BinOp(left=_as_load(node.target), op=node.op, right=node.value,
+                          lineno=node.lineno, col_offset=node.col_offset)
+        if isinstance(node.target, ast.Subscript):
+            return self.store(node.target, self.expr(binop), loc)
+        self.assign_target(node.target, self.expr(binop), loc)
+
+    def assign_target(self, target, value, loc: Loc) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if exprs.is_ir(value) or not hasattr(value, "__len__"):
+                raise TileTypeError(f"cannot unpack {describe(value)}", loc)
+            if len(value) != len(target.elts):
+                raise TileTypeError(f"cannot unpack {len(value)} values into "
+                                    f"{len(target.elts)} names", loc)
+            for t, v in zip(target.elts, value):
+                self.assign_target(t, v, loc)
+            return
+        if not isinstance(target, ast.Name):
+            raise TileSyntaxError("assign to a name or to a buffer element", loc)
+        self.assign_name(target.id, value, loc)
+
+    def assign_name(self, name: str, value, loc: Loc) -> None:
+        old = self.find(name)
+        if old is not None and isinstance(old[0], Buffer) and old[0].scope is Scope.VAR \
+                and not isinstance(value, Buffer):
+            buf = old[0]
+            self.emit(S.Store(buf, (), exprs.to_ir(value, loc, like=buf.dtype), loc=loc))
+            return
+        if isinstance(value, TensorSpec) and isinstance(value.data, DataRef):
+            value = self.declare(self.re_view(name, value, loc), loc)
+        if exprs.is_ir(value) and self.in_kernel and not isinstance(value, Const):
+            if old is not None and exprs.is_ir(old[0]) and old[1] < self.loop_depth[-1]:
+                raise TileTypeError(
+                    f"{name!r} was bound outside this loop and cannot be reassigned in it",
+                    loc, hint=f"declare it with {name} = T.alloc_var(dtype) to update it "
+                              "in a loop")
+            var = Var(self.unique(name), value.dtype)
+            self.emit(S.Let(var, value, loc=loc))
+            value = var
+        self.bind(name, value)
+
+    def find(self, name: str):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def re_view(self, name: str, spec: TensorSpec, loc: Loc) -> Buffer:
+        base = spec.data.buffer
+        shape = tuple(self.size_expr(s, loc) for s in spec.shape)
+        if spec.dtype != base.dtype:
+            raise TileTypeError(f"a re-view keeps the dtype of {base.name} ({base.dtype}); "
+                                f"got {spec.dtype}", loc)
+        return Buffer(self.unique(name), shape, spec.dtype, base.scope, data=base)
+
+    def store(self, target: ast.Subscript, value, loc: Loc) -> None:
+        dest = self.value(target.value)
+        if not isinstance(dest, Buffer):
+            raise TileTypeError(f"cannot assign into {describe(dest)}", loc)
+        ref = self.buffer_subscript(dest, target.slice, loc)
+        if not isinstance(ref, Load):
+            raise TileSyntaxError("assigning to a slice is not supported", loc,
+                                  hint="use T.fill(region, value) or T.copy(src, region)")
+        if isinstance(value, Buffer) or not (exprs.is_ir(value) or exprs.is_py_scalar(value)):
+            raise TileTypeError(f"cannot store {describe(value)} into {dest.name}", loc)
+        self.emit(S.Store(dest, ref.indices, exprs.to_ir(value, loc, like=dest.dtype), loc=loc))
+
+    # ------------------------------------------------------------ eager declarations
+    def declare_tensor(self, target, annotation, loc: Loc) -> None:
+        if not isinstance(target, ast.Name):
+            raise TileSyntaxError("annotate a parameter name with T.Tensor(...)", loc)
+        spec = self.expr(annotation)
+        if not isinstance(spec, TensorSpec):
+            raise TileTypeError(f"expected T.Tensor(shape, dtype); got {describe(spec)}", loc)
+        if self.find(target.id) is not None or target.id not in self.eager_params:
+            raise TileSyntaxError(f"{target.id!r} is not a parameter of the kernel", loc,
+                                  hint="only function parameters can be declared as tensors")
+        self.bind(target.id, self.param(target.id, spec, loc))
+
+    def eager_declaration(self, target, value_node, loc: Loc) -> bool:
+        """`M, N = T.const("M, N")` and `C = T.empty(shape, dtype)` (eager style)."""
+        if not isinstance(value_node, ast.Call):
+            return False
+        fn = self.value(value_node.func)
+        if not isinstance(fn, Builtin) or fn.name not in ("const", "empty"):
+            return False
+        if self.in_kernel:
+            raise TileSyntaxError(f"T.{fn.name} belongs before `with T.Kernel`", loc)
+        args = [self.expr(a) for a in value_node.args]
+        if fn.name == "const":
+            names = [n.strip() for n in str(args[0]).split(",") if n.strip()]
+            sizes = [self.size_expr(SymbolicSize(n), loc) for n in names]
+            self.assign_target(target, sizes[0] if len(sizes) == 1 else tuple(sizes), loc)
+            return True
+        if not isinstance(target, ast.Name):
+            raise TileSyntaxError("assign T.empty(...) to one name", loc)
+        spec = TensorSpec(args[0], args[1] if len(args) > 1 else "float32")
+        buf = self.param(target.id, spec, loc)
+        self.outputs.append(buf)
+        self.bind(target.id, buf)
+        return True
+
+    # ------------------------------------------------------------ python calls on IR
+    def call_python_on_ir(self, fn, args, kwargs, node, loc):
+        import builtins as py
+
+        from tilepy.ir.ops import Op
+        if fn in (py.min, py.max) and len(args) >= 2 and not kwargs:
+            op = Op.MIN if fn is py.min else Op.MAX
+            out = args[0]
+            for a in args[1:]:
+                out = exprs.call(op, [out, a], loc)
+            return out
+        if fn is py.abs and len(args) == 1:
+            return exprs.call(Op.ABS, [args[0]], loc)
+        if fn in (py.int, py.float, py.bool) and len(args) == 1:
+            from tilepy.ir import types
+            dt = {py.int: types.int32, py.float: types.float32, py.bool: types.bool_}[fn]
+            return exprs.cast(args[0], dt, loc)
+        name = getattr(fn, "__name__", repr(fn))
+        raise TileTypeError(f"cannot call {name}() on runtime values inside a kernel", loc,
+                            hint="mark helper functions with @T.macro to inline them")
+
+
+def _as_load(target: ast.expr) -> ast.expr:
+    """The AugAssign target read as an expression (`x += 1` reads x)."""
+    import copy
+
+    node = copy.deepcopy(target)
+    for n in ast.walk(node):
+        if hasattr(n, "ctx"):
+            n.ctx = ast.Load()
+    return node

@@ -1,0 +1,296 @@
+"""`Kernel` objects and the decorators that make them (`@T.prim_func`, `@tilepy.jit`).
+
+A Kernel holds one PrimFunc: it checks the arrays it is called with against the signature
+(dtypes, shapes, symbolic sizes bound consistently, contiguity), allocates `out_idx`
+outputs, runs the active backend, and returns the outputs. It decides no semantics.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import sys
+
+import numpy as np
+
+from tilepy.errors import ArgumentError, Loc, TileSyntaxError
+from tilepy.frontend.source import environment, read_source
+from tilepy.frontend.translate import Translator
+from tilepy.ir.expr import Buffer, Call, Const, Expr, Var
+from tilepy.ir.ops import reference
+from tilepy.ir.stmt import Launch, PrimFunc
+from tilepy.language import TensorSpec
+
+_PACKAGE_DIRS = tuple(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + d + os.sep
+    for d in ("tilepy", "ir", "interpreter", "jit", "precision", "parallel", "models")
+)
+
+
+class IRText(str):
+    """Printed IR: a str that shows itself as text in the REPL."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _fmt(e) -> str:
+    from tilepy.ir.printer import format_expr
+
+    return format_expr(e)
+
+
+class Kernel:
+    """A compiled-on-demand kernel. Call it with numpy / ml_dtypes arrays."""
+
+    def __init__(self, func: PrimFunc, out_idx=()):
+        n = len(func.params)
+        idx = out_idx if isinstance(out_idx, (list, tuple)) else [out_idx]
+        self.func = func.__class__(**{**func.__dict__, "out_idx": tuple(
+            sorted(i % n for i in idx)) if idx else func.out_idx})
+        self.out_idx = self.func.out_idx
+
+    @property
+    def name(self) -> str:
+        return self.func.name
+
+    @property
+    def ir(self) -> IRText:
+        from tilepy.ir.printer import format_func
+
+        return IRText(format_func(self.func))
+
+    @property
+    def source(self) -> str:
+        """The Python source the JIT generates for this kernel."""
+        from tilepy.jit import compile as jit_compile
+
+        return IRText(jit_compile(self.func).source)
+
+    def __repr__(self) -> str:
+        grids = [s for s in self.func.body if isinstance(s, Launch)]
+        grid = ", ".join(_fmt(g) for g in grids[0].grid) if grids else ""
+        ins = [_sig(b) for i, b in enumerate(self.func.params) if i not in self.out_idx]
+        outs = [_sig(self.func.params[i]) for i in self.out_idx]
+        arrow = f" -> {', '.join(outs)}" if outs else ""
+        return f"<Kernel {self.name} grid=({grid}) {' '.join(ins)}{arrow}>"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(repr(self))}\n\n{html.escape(str(self.ir))}</pre>"
+
+    def __call__(self, *args):
+        from tilepy import backend
+
+        arrays, sizes = bind_arguments(self.func, args, _caller_loc())
+        backend.run(self.func, arrays, sizes)
+        outs = [arrays[self.func.params[i].name] for i in self.out_idx]
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _sig(b: Buffer) -> str:
+    return f"{b.name}:{b.dtype}[{','.join(_fmt(s) for s in b.shape)}]"
+
+
+def _caller_loc() -> Loc:
+    """The first stack frame outside tilepy: where the user called the kernel."""
+    f = sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIRS):
+        f = f.f_back
+    if f is None:
+        return Loc()
+    return Loc(f.f_code.co_filename, f.f_lineno, 0)
+
+
+# ------------------------------------------------------------------ argument binding
+
+
+def eval_index(e: Expr, sizes: dict[str, int]) -> int:
+    """The value of an integer size expression once the symbolic sizes are bound."""
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, Var):
+        return sizes[e.name]
+    if isinstance(e, Call):
+        args = [np.asarray(eval_index(a, sizes), dtype=np.int64) for a in e.args]
+        return int(reference(e.op, args, tuple(a.dtype for a in e.args), e.dtype))
+    raise KeyError(str(e))
+
+
+def bind_arguments(func: PrimFunc, args, loc: Loc):
+    """Check `args` against the signature; returns (arrays by name, sizes by name)."""
+    inputs = [b for i, b in enumerate(func.params) if i not in func.out_idx]
+    if len(args) != len(inputs):
+        names = ", ".join(b.name for b in inputs)
+        raise ArgumentError(f"{func.name} takes {len(inputs)} array(s) ({names}); got "
+                            f"{len(args)}", loc)
+    sizes: dict[str, int] = {}
+    arrays: dict[str, np.ndarray] = {}
+    for buf, arr in zip(inputs, args):
+        arrays[buf.name] = _check_array(func, buf, arr, sizes, loc)
+    for buf, arr in zip(inputs, args):
+        _check_derived_dims(func, buf, arr.shape, sizes, loc)
+    for i in func.out_idx:
+        buf = func.params[i]
+        arrays[buf.name] = np.zeros(_output_shape(func, buf, sizes, loc), buf.dtype.np_dtype)
+    return arrays, sizes
+
+
+def _check_array(func, buf: Buffer, arr, sizes: dict, loc: Loc) -> np.ndarray:
+    who = f"{func.name}: argument {buf.name}"
+    if not isinstance(arr, np.ndarray):
+        raise ArgumentError(f"{who} must be a numpy array; got {type(arr).__name__}", loc,
+                            hint="convert with np.asarray(x) (torch: x.numpy())")
+    if arr.dtype != buf.dtype.np_dtype:
+        raise ArgumentError(f"{who} expected dtype {buf.dtype}; got {arr.dtype}", loc,
+                            hint=f"convert with x.astype(tilepy.dtype('{buf.dtype}').np_dtype)"
+                            if buf.dtype.is_narrow_float else f"convert with x.astype("
+                            f"np.{buf.dtype.np_dtype.name})")
+    if arr.ndim != buf.ndim:
+        raise ArgumentError(f"{who} expected {buf.ndim} dimension(s) "
+                            f"{_shape_text(buf)}; got shape {arr.shape}", loc)
+    for dim, (want, got) in enumerate(zip(buf.shape, arr.shape)):
+        if isinstance(want, Const) and want.value != got:
+            raise ArgumentError(f"{who} expected shape {_shape_text(buf)}; got {arr.shape} "
+                                f"(dimension {dim} differs)", loc)
+        if isinstance(want, Var):
+            if sizes.setdefault(want.name, got) != got:
+                raise ArgumentError(
+                    f"{who} has {want.name} = {got} in dimension {dim}, but an earlier "
+                    f"argument bound {want.name} = {sizes[want.name]}", loc,
+                    hint=f"{want.name} must be the same in every argument that uses it")
+    if not arr.flags.c_contiguous:
+        raise ArgumentError(f"{who} must be C-contiguous (row-major)", loc,
+                            hint="pass np.ascontiguousarray(x)")
+    return arr
+
+
+def _check_derived_dims(func, buf: Buffer, shape, sizes: dict, loc: Loc) -> None:
+    for dim, (want, got) in enumerate(zip(buf.shape, shape)):
+        if isinstance(want, Call):
+            value = eval_index(want, sizes)
+            if value != got:
+                raise ArgumentError(
+                    f"{func.name}: argument {buf.name} expected dimension {dim} to be "
+                    f"{_fmt(want)} = {value}; got {got}", loc)
+
+
+def _output_shape(func, buf: Buffer, sizes: dict, loc: Loc) -> tuple[int, ...]:
+    try:
+        return tuple(eval_index(s, sizes) for s in buf.shape)
+    except KeyError as err:
+        raise ArgumentError(f"{func.name}: the size {err.args[0]} of output {buf.name} is "
+                            "not given by any input", loc,
+                            hint="pass the output as an argument instead of using out_idx",
+                            ) from None
+
+
+def _shape_text(buf: Buffer) -> str:
+    return "(" + ", ".join(_fmt(s) for s in buf.shape) + ")"
+
+
+# ------------------------------------------------------------------ decorators
+
+
+def make_prim_func(fn) -> Kernel:
+    """`@T.prim_func`: parameters are annotated T.Tensor(shape, dtype)."""
+    src = read_source(fn)
+    specs = []
+    hints = getattr(fn, "__annotations__", {})
+    for p in inspect.signature(fn).parameters.values():
+        spec = hints.get(p.name)
+        if isinstance(spec, str):
+            spec = eval(spec, environment(fn))  # noqa: S307 - the user's own annotation
+        if not isinstance(spec, TensorSpec):
+            raise TileSyntaxError(f"parameter {p.name!r} of {fn.__name__} needs a "
+                                  "T.Tensor(shape, dtype) annotation", src.loc(src.fn_def))
+        specs.append((p.name, spec, src.loc(src.fn_def)))
+    tr = Translator(src, environment(fn), eager=False)
+    body = tr.function(fn.__name__, specs)
+    return Kernel(PrimFunc(fn.__name__, tuple(tr.params), tuple(tr.sizes.values()), body,
+                           (), src.loc(src.fn_def)))
+
+
+def jit(fn=None, *, out_idx=None, **_options):
+    """`@tilepy.jit`: a factory returning a `@T.prim_func` (lazy style, with `out_idx`), or
+    an eager kernel that declares its tensors in the body and returns its outputs."""
+    if fn is None:
+        return lambda f: JitFunction(f, out_idx)
+    return JitFunction(fn, out_idx)
+
+
+def compile(func, out_idx=None, **_options) -> Kernel:  # noqa: A001 - TileLang's name
+    """`tilepy.compile(prim_func, out_idx=[...])`: a Kernel that allocates those outputs."""
+    base = func.func if isinstance(func, Kernel) else func
+    return Kernel(base, out_idx if out_idx is not None else ())
+
+
+class JitFunction:
+    """What `@tilepy.jit` returns. Builds (and caches) one Kernel per build-time args."""
+
+    def __init__(self, fn, out_idx):
+        self.fn = fn
+        self.out_idx = out_idx
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self._cache: dict = {}
+        self._eager = None
+
+    def __repr__(self) -> str:
+        return f"<tilepy.jit {self.fn.__name__}>"
+
+    @property
+    def eager(self) -> bool:
+        if self._eager is None:
+            self._eager = _has_kernel_block(read_source(self.fn).fn_def)
+        return self._eager
+
+    def __call__(self, *args, **kwargs):
+        if not self.eager:
+            key = _key(args, kwargs)
+            if key not in self._cache:
+                made = self.fn(*args, **kwargs)
+                if not isinstance(made, Kernel):
+                    raise TileSyntaxError(f"{self.fn.__name__} must return a @T.prim_func "
+                                          f"kernel; it returned {type(made).__name__}")
+                self._cache[key] = compile(made, self.out_idx)
+            return self._cache[key]
+        kernel, arrays = self._eager_kernel(args, kwargs)
+        return kernel(*arrays)
+
+    def build(self, *args, **kwargs) -> Kernel:
+        """The Kernel for these arguments, without running it (eager style)."""
+        if not self.eager:
+            return self(*args, **kwargs)
+        return self._eager_kernel(args, kwargs)[0]
+
+    def _eager_kernel(self, args, kwargs):
+        from tilepy.frontend.eager import build_eager
+
+        return build_eager(self, args, kwargs)
+
+
+def _key(args, kwargs):
+    try:
+        key = (args, tuple(sorted(kwargs.items())))
+        hash(key)
+        return key
+    except TypeError:
+        return repr((args, kwargs))
+
+
+def _has_kernel_block(fn_def: ast.FunctionDef) -> bool:
+    """True when T.Kernel appears in the function itself (not in a nested def)."""
+    todo = list(fn_def.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.With):
+            return True
+        todo.extend(ast.iter_child_nodes(node))
+    return False

@@ -1,0 +1,136 @@
+"""`import tilepy.language as T`: the names a kernel is written with (TileLang's surface).
+
+Each tile-language function here is a `Builtin`: inside a kernel the front end recognises
+it by identity and builds IR; called from plain Python it raises a clear error (except the
+few that also make sense at build time, such as `T.ceildiv` on ints). This module holds no
+semantics: tilepy/frontend/ turns calls into IR and the op table defines what they compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tilepy.errors import TileSyntaxError
+from tilepy.precision.formats import FORMATS, Format, get_format
+
+
+class Builtin:
+    """A tile-language function; `python` (optional) is its meaning on build-time values."""
+
+    def __init__(self, name: str, python: Callable[..., Any] | None = None):
+        self.name = name
+        self.python = python
+
+    def __repr__(self) -> str:
+        return f"T.{self.name}"
+
+    def __call__(self, *args, **kwargs):
+        if self.python is not None:
+            return self.python(*args, **kwargs)
+        raise TileSyntaxError(
+            f"T.{self.name} can only be used inside a kernel body",
+            hint="write it inside a @T.prim_func / @tilepy.jit function",
+        )
+
+
+def _ceildiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class SymbolicSize:
+    """A size named at build time and bound when the kernel is called (`T.symbolic("M")`)."""
+
+    name: str
+    dtype: Format = FORMATS["int32"]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def symbolic(name: str, dtype: str = "int32") -> SymbolicSize:
+    """A symbolic size, bound from the arrays' shapes at each call."""
+    return SymbolicSize(name, get_format(dtype))
+
+
+dynamic = symbolic
+
+
+class TensorSpec:
+    """`T.Tensor(shape, dtype)`: a kernel parameter (or, with `data`, a re-view)."""
+
+    def __init__(self, shape, dtype="float32", data=None):
+        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        self.dtype = get_format(dtype)
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"T.Tensor({self.shape}, {self.dtype})"
+
+
+class _TensorType:
+    """`T.Tensor((M, K), dtype)` and `T.Tensor[[M, K], dtype]` both give a TensorSpec."""
+
+    def __call__(self, shape, dtype="float32", data=None) -> TensorSpec:
+        return TensorSpec(shape, dtype, data)
+
+    def __getitem__(self, item) -> TensorSpec:
+        shape, dtype = item if isinstance(item, tuple) and len(item) == 2 else (item, "float32")
+        return TensorSpec(shape, dtype)
+
+    def __repr__(self) -> str:
+        return "T.Tensor"
+
+
+Tensor = _TensorType()
+Buffer = Tensor
+
+
+def prim_func(fn):
+    """Turn a kernel function into a `Kernel` (its IR is built now, from its source)."""
+    from tilepy.kernel import make_prim_func
+
+    return make_prim_func(fn)
+
+
+def macro(fn):
+    """Mark a helper whose body is inlined into the calling kernel."""
+    fn.__tilepy_macro__ = True
+    return fn
+
+
+# dtypes, under ml_dtypes' names and TileLang's short ones
+for _name, _fmt in FORMATS.items():
+    globals()[_name] = _fmt
+float8_e4m3 = FORMATS["float8_e4m3fn"]
+float4_e2m1 = FORMATS["float4_e2m1fn"]
+float8_e8m0 = FORMATS["float8_e8m0fnu"]
+bf16 = FORMATS["bfloat16"]
+fp16 = FORMATS["float16"]
+fp32 = FORMATS["float32"]
+int_ = FORMATS["int32"]
+float_ = FORMATS["float32"]
+dtype = Format
+
+
+def _builtins(names: str, python: dict[str, Callable[..., Any]] | None = None) -> None:
+    for name in names.split():
+        globals()[name] = Builtin(name, (python or {}).get(name))
+
+
+# launch, buffers, loops
+_builtins("Kernel alloc_shared alloc_fragment alloc_local alloc_var empty const")
+_builtins("Parallel Pipelined serial unroll")
+# tile ops
+_builtins("copy gemm clear fill reduce_sum reduce_max reduce_min reduce_abssum reduce_absmax")
+_builtins("cumsum atomic_add print")
+# scalar ops
+_builtins(
+    "exp exp2 log log2 sqrt rsqrt tanh sigmoid erf sin cos floor ceil abs max min pow "
+    "if_then_else cast reinterpret infinity floordiv floormod shift_left shift_right "
+    "bitwise_and bitwise_or bitwise_xor bitwise_not ceildiv",
+    {"ceildiv": _ceildiv},
+)
+
+__all__ = [n for n in list(globals()) if not n.startswith("_")]  # noqa: PLE0605
