@@ -6,9 +6,19 @@ codecs, block scaling and mixed-precision policies. Depends on numpy and ml_dtyp
 """
 
 from tilepy.precision.formats import FORMATS, Format, UnknownFormatError, get_format
-from tilepy.precision.rounding import cast, compute_dtype, decode, encode, round_to
+from tilepy.precision.packing import pack, pack_nibbles, unpack, unpack_nibbles
+from tilepy.precision.rounding import (
+    cast,
+    compute_dtype,
+    decode,
+    encode,
+    random_bits,
+    round_to,
+    stochastic_round,
+)
 
 __all__ = [
     "FORMATS", "Format", "UnknownFormatError", "get_format",
-    "cast", "compute_dtype", "decode", "encode", "round_to",
+    "cast", "compute_dtype", "decode", "encode", "random_bits", "round_to",
+    "stochastic_round", "pack", "pack_nibbles", "unpack", "unpack_nibbles",
 ]

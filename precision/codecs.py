@@ -8,6 +8,7 @@ imports numba; `import tilepy.precision` never does. Semantics live in codespec/
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numba
@@ -162,6 +163,35 @@ def _encoder(name: str, saturate: bool):
     if f.name == "float8_e8m0fnu":
         return _make_e8m0_encoder(saturate)
     return _make_encoder(code_spec(f), saturate)
+
+
+def encoder_sr(fmt, saturate: bool = False):
+    """The njit stochastic encoder of a float format: (float32 x, uint32 r) -> code, the
+    same bits as `tilepy.precision.stochastic_round` given the same r."""
+    return _encoder_sr(get_format(fmt).name, bool(saturate))
+
+
+@lru_cache(maxsize=None)
+def _encoder_sr(name: str, saturate: bool):
+    s = code_spec(name)
+    enc = _encoder(name, saturate)
+    emin, man = s.emin, s.man_bits
+
+    @numba.njit(inline="always")
+    def encode(x, r):
+        v = np.float64(np.float32(x))
+        if not math.isfinite(v):
+            return enc(x)
+        ax = abs(v)
+        e = math.frexp(ax)[1] - 1
+        ulp = math.ldexp(1.0, max(e, emin) - man)
+        q = ax / ulp
+        down = math.floor(q)
+        if (q - down) * 4294967296.0 > np.float64(r):
+            down += 1.0
+        return enc(np.float32(math.copysign(down * ulp, v)))
+
+    return encode
 
 
 # ---------------------------------------------------------------------------- decoders

@@ -81,6 +81,33 @@ def _round_to_f32(x: np.ndarray, f: Format) -> np.ndarray:
     return y
 
 
+def random_bits(seed: int, shape) -> np.ndarray:
+    """The explicit seeded stream for stochastic rounding: uint32 words from Philox(seed)."""
+    gen = np.random.Generator(np.random.Philox(seed))
+    return gen.integers(0, 1 << 32, size=shape, dtype=np.uint32)
+
+
+def stochastic_round(x, fmt, rbits, saturate: bool = False) -> np.ndarray:
+    """Round float32/float64 `x` to `fmt` stochastically; return fmt's dtype.
+
+    With ulp the spacing of fmt at |x| and f = the fraction of an ulp by which |x|
+    exceeds the grid value below it, |x| rounds away from zero iff f * 2^32 > r, where r
+    is the matching uint32 of `rbits` (see `random_bits`): P(up) = ceil(f * 2^32) / 2^32.
+    Grid values are kept exactly; overflow, NaN and saturation then follow `cast`."""
+    f = get_format(fmt)
+    x = _as_float(np.asarray(x))
+    spec = code_spec(f)
+    with np.errstate(all="ignore"):
+        ax = np.abs(x.astype(np.float64))
+        e = np.frexp(ax)[1].astype(np.int64) - 1
+        ulp = np.ldexp(1.0, (np.maximum(e, spec.emin) - spec.man_bits).astype(np.int32))
+        q = ax / ulp
+        down = np.floor(q)
+        up = (q - down) * 4294967296.0 > np.asarray(rbits, dtype=np.uint32)
+        y = np.copysign((down + up) * ulp, x).astype(x.dtype)  # exact, or overflow
+    return cast(np.where(np.isfinite(x), y, x), f, saturate)
+
+
 def decode(codes, fmt) -> np.ndarray:
     """float32 values of storage codes (uint8/uint16 arrays) of a narrow float format."""
     f = get_format(fmt)
