@@ -1,0 +1,368 @@
+"""The IR verifier: `verify(func)` raises VerifyError, at the statement's source location,
+on the first broken invariant (docs/ir.md lists them).
+
+It reads the op table's type rules and never changes or runs a program. Checks on shapes
+compare static extents only; symbolic extents are the backends' business at run time.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass, field
+
+from tilepy.errors import Loc, TileTypeError, VerifyError
+from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
+from tilepy.ir.ops import CASTS, Op, result_dtype
+from tilepy.ir.stmt import (
+    Alloc,
+    AtomicAdd,
+    Breakpoint,
+    Copy,
+    Cumsum,
+    Fill,
+    For,
+    Gemm,
+    If,
+    Launch,
+    Let,
+    PrimFunc,
+    Print,
+    Reduce,
+    Store,
+    While,
+)
+from tilepy.ir.types import Scope, int32
+
+
+def verify(func: PrimFunc) -> None:
+    """Raise VerifyError on the first invariant `func` breaks; return None if it is valid."""
+    _Verifier(func).run()
+
+
+@dataclass
+class _Env:
+    """What a body sees: the vars and buffers bound before it, by name."""
+
+    vars: dict[str, Var] = field(default_factory=dict)
+    bufs: dict[str, Buffer] = field(default_factory=dict)
+    in_launch: bool = False
+
+    def child(self, in_launch: bool | None = None) -> "_Env":
+        inside = self.in_launch if in_launch is None else in_launch
+        return _Env(dict(self.vars), dict(self.bufs), inside)
+
+
+def _shape_text(shape) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ")"
+
+
+class _Verifier:
+    def __init__(self, func: PrimFunc):
+        self.func = func
+        self.names: dict[str, object] = {}  # every name bound anywhere: bound once
+
+    def fail(self, loc: Loc, message: str, hint: str | None = None):
+        raise VerifyError(message, loc, hint)
+
+    # ------------------------------------------------------------ names
+
+    def claim(self, name: str, thing, loc: Loc, again_ok: bool = False) -> None:
+        if not name.isidentifier() or keyword.iskeyword(name):
+            self.fail(loc, f"{name!r} is not a valid name", "names must be Python identifiers")
+        prev = self.names.get(name)
+        if prev is not None and (prev != thing or not again_ok):
+            self.fail(loc, f"the name {name!r} is bound twice in {self.func.name}",
+                      "every size, block variable, loop variable, let and buffer needs its "
+                      "own name; rename one of them")
+        self.names[name] = thing
+
+    def bind(self, v: Var, env: _Env, loc: Loc) -> None:
+        if v.name in self.names:
+            self.fail(loc, f"the name {v.name!r} is bound twice in {self.func.name}",
+                      "give each loop, let and block variable its own name")
+        self.claim(v.name, v, loc)
+        env.vars[v.name] = v
+
+    # ------------------------------------------------------------ function
+
+    def run(self) -> None:
+        f = self.func
+        self.claim(f.name, f, f.loc)
+        env = _Env()
+        for v in f.sizes:
+            self.bind(v, env, f.loc)
+            if not v.dtype.is_int:
+                self.fail(f.loc, f"size {v.name} must be an integer; got {v.dtype}")
+        for p in f.params:
+            self.param(p, env)
+        n = len(f.params)
+        idx = [i % n if -n <= i < n else None for i in f.out_idx]
+        if None in idx or len(set(idx)) != len(idx):
+            self.fail(f.loc, f"out_idx {list(f.out_idx)} must name distinct parameters "
+                             f"(0 to {n - 1}, or negative from the end)")
+        self.body(f.body, env)
+
+    def param(self, p: Buffer, env: _Env) -> None:
+        if p.scope is not Scope.GLOBAL:
+            self.fail(self.func.loc, f"parameter {p.name} must be a global buffer; got "
+                                     f"scope {p.scope}", "allocate it inside T.Kernel instead")
+        self.claim(p.name, p, self.func.loc)
+        for s in p.shape:
+            self.index(s, env, self.func.loc, f"a dimension of {p.name}")
+        if p.data is not None:
+            self.use(p.data, env, self.func.loc)
+        env.bufs[p.name] = p
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, e, env: _Env, loc: Loc):
+        """Check an expression; return its dtype."""
+        if isinstance(e, Const):
+            return e.dtype
+        if isinstance(e, Var):
+            bound = env.vars.get(e.name)
+            if bound is None:
+                self.fail(loc, f"{e.name} is used but not bound here",
+                          "bind it (a size, block or loop variable, or a let) before this use")
+            if bound != e:
+                self.fail(loc, f"{e.name} is bound as {bound.dtype} but used as {e.dtype}")
+            return e.dtype
+        if isinstance(e, Load):
+            self.access(e.buffer, e.indices, env, loc)
+            return e.dtype
+        if isinstance(e, Call):
+            return self.call(e, env, e.loc if e.loc.line else loc)
+        self.fail(loc, f"expected a scalar expression; got {type(e).__name__}")
+
+    def call(self, c: Call, env: _Env, loc: Loc):
+        dts = tuple(self.expr(a, env, loc) for a in c.args)
+        if c.op in CASTS:
+            if len(dts) != 1:
+                self.fail(loc, f"{c.op} takes 1 operand; got {len(dts)}")
+            if c.op is Op.REINTERPRET and dts[0].bits != c.dtype.bits:
+                self.fail(loc, f"reinterpret needs equal widths; got {dts[0]} ({dts[0].bits} "
+                               f"bits) as {c.dtype} ({c.dtype.bits} bits)",
+                          "use T.cast to convert values")
+            return c.dtype
+        try:
+            want = result_dtype(c.op, dts)
+        except TileTypeError as err:
+            self.fail(loc, err.message, err.hint)
+        if want != c.dtype:
+            self.fail(loc, f"{c.op} of {', '.join(map(str, dts))} gives {want}, but the call "
+                           f"says {c.dtype}")
+        return c.dtype
+
+    def index(self, e, env: _Env, loc: Loc, what: str) -> None:
+        dt = self.expr(e, env, loc)
+        if not dt.is_int:
+            self.fail(loc, f"{what} must be an integer; got {dt}", "cast it with T.cast")
+
+    def access(self, b: Buffer, indices, env: _Env, loc: Loc) -> None:
+        self.use(b, env, loc)
+        if len(indices) != b.ndim:
+            self.fail(loc, f"{b.name} has {b.ndim} dimension(s) {_shape_text(b.shape)} but is "
+                           f"indexed with {len(indices)}")
+        for i in indices:
+            self.index(i, env, loc, f"an index of {b.name}")
+
+    def use(self, b: Buffer, env: _Env, loc: Loc) -> None:
+        """`b` must be visible here: a parameter, an allocation, or a view of one."""
+        seen = env.bufs.get(b.name)
+        if seen is not None:
+            if seen != b:
+                self.fail(loc, f"buffer {b.name} is used as {b.dtype}{_shape_text(b.shape)} "
+                               f"({b.scope}) but declared as {seen.dtype}"
+                               f"{_shape_text(seen.shape)} ({seen.scope})")
+            return
+        if b.data is None:
+            hint = ("global buffers must be kernel parameters" if b.scope is Scope.GLOBAL
+                    else "allocate it (T.alloc_shared/alloc_fragment/...) inside the T.Kernel "
+                         "block before this use")
+            self.fail(loc, f"buffer {b.name} is not declared here", hint)
+        self.view(b, env, loc)
+
+    def view(self, b: Buffer, env: _Env, loc: Loc) -> None:
+        self.use(b.data, env, loc)
+        if b.dtype != b.data.dtype or b.scope is not b.data.scope:
+            self.fail(loc, f"view {b.name} must have the dtype and scope of {b.data.name} "
+                           f"({b.data.dtype}, {b.data.scope}); got {b.dtype}, {b.scope}")
+        self.claim(b.name, b, loc, again_ok=True)  # a view is declared where it is used
+        for s in b.shape:
+            self.index(s, env, loc, f"a dimension of {b.name}")
+        env.bufs[b.name] = b
+
+    def region(self, r: Region, env: _Env, loc: Loc) -> None:
+        self.use(r.buffer, env, loc)
+        n = r.buffer.ndim
+        if len(r.starts) != n or len(r.extents) != n:
+            self.fail(loc, f"a region of {r.buffer.name} needs {n} dimension(s) like the "
+                           f"buffer {_shape_text(r.buffer.shape)}; got {len(r.starts)} "
+                           f"start(s) and {len(r.extents)} extent(s)")
+        for e in (*r.starts, *r.extents):
+            self.index(e, env, loc, f"a region bound of {r.buffer.name}")
+
+    # ------------------------------------------------------------ statements
+
+    def body(self, body, env: _Env) -> None:
+        for s in body:
+            handler = getattr(self, "s_" + type(s).__name__, None)
+            if handler is None:
+                self.fail(self.func.loc, f"{type(s).__name__} is not an IR statement")
+            if not env.in_launch and not isinstance(s, (Launch, Let)):
+                self.fail(s.loc, f"{_kind(s)} outside a T.Kernel block",
+                          "kernel bodies go inside `with T.Kernel(...) as (bx, ...):`")
+            handler(s, env)
+
+    def s_Alloc(self, s: Alloc, env: _Env) -> None:
+        b = s.buffer
+        if b.scope is Scope.GLOBAL:
+            self.fail(s.loc, f"{b.name} is allocated in global memory",
+                      "global buffers are kernel parameters; allocate shared/fragment/local")
+        self.claim(b.name, b, s.loc)
+        for d in b.shape:
+            self.index(d, env, s.loc, f"a dimension of {b.name}")
+        if b.data is not None:
+            self.use(b.data, env, s.loc)
+            if b.data.dtype != b.dtype:
+                self.fail(s.loc, f"view {b.name} must have the dtype of {b.data.name} "
+                                 f"({b.data.dtype}); got {b.dtype}")
+        env.bufs[b.name] = b
+
+    def s_Let(self, s: Let, env: _Env) -> None:
+        dt = self.expr(s.value, env, s.loc)
+        if dt != s.var.dtype:
+            self.fail(s.loc, f"{s.var.name} is declared {s.var.dtype} but bound to a {dt} value")
+        self.bind(s.var, env, s.loc)
+
+    def s_Store(self, s: Store, env: _Env) -> None:
+        self.access(s.buffer, s.indices, env, s.loc)
+        self.expr(s.value, env, s.loc)
+
+    def s_Copy(self, s: Copy, env: _Env) -> None:
+        self.region(s.src, env, s.loc)
+        self.region(s.dst, env, s.loc)
+        a, b = s.src.tile_shape(), s.dst.tile_shape()
+        if a is not None and b is not None and a != b:
+            self.fail(s.loc, f"T.copy shapes differ: source {s.src.buffer.name} tile {a}, "
+                             f"destination {s.dst.buffer.name} tile {b}",
+                      "the two sides must have the same shape once unit dimensions are dropped")
+
+    def s_Fill(self, s: Fill, env: _Env) -> None:
+        self.region(s.dst, env, s.loc)
+        self.expr(s.value, env, s.loc)
+
+    def s_Gemm(self, s: Gemm, env: _Env) -> None:
+        for r in (s.a, s.b, s.c):
+            self.region(r, env, s.loc)
+            if len(r.extents) != 2:
+                self.fail(s.loc, f"T.gemm operands are 2-d; {r.buffer.name} has "
+                                 f"{len(r.extents)} dimension(s)")
+        a, b, c = s.a.static_extents(), s.b.static_extents(), s.c.static_extents()
+        if a is None or b is None or c is None:
+            return
+        (m, k) = a[::-1] if s.transpose_a else a
+        (k2, n) = b[::-1] if s.transpose_b else b
+        if k != k2 or (m, n) != c:
+            self.fail(s.loc, f"T.gemm shapes do not agree: A {a}{' (transposed)' * s.transpose_a}"
+                             f", B {b}{' (transposed)' * s.transpose_b}, C {c}; expected "
+                             f"A (M, K), B (K, N), C (M, N)",
+                      "check transpose_A / transpose_B and the tile sizes")
+
+    def reduce_dims(self, s, env: _Env, what: str) -> None:
+        self.region(s.src, env, s.loc)
+        self.region(s.dst, env, s.loc)
+        n = len(s.src.extents)
+        if not 0 <= s.dim < n:
+            self.fail(s.loc, f"{what} dim={s.dim} is out of range for a {n}-d source",
+                      f"dim must be in [0, {n - 1}]")
+
+    def s_Reduce(self, s: Reduce, env: _Env) -> None:
+        self.reduce_dims(s, env, f"T.reduce_{s.kind.value}")
+        src, dst = s.src.static_extents(), s.dst.static_extents()
+        if src is None or dst is None:
+            return
+        dropped = src[:s.dim] + src[s.dim + 1:]
+        kept = src[:s.dim] + (1,) + src[s.dim + 1:]
+        if dst not in (dropped, kept):
+            self.fail(s.loc, f"T.reduce_{s.kind.value} over dim {s.dim} of {src} gives "
+                             f"{dropped} (or {kept}); the destination is {dst}")
+
+    def s_Cumsum(self, s: Cumsum, env: _Env) -> None:
+        self.reduce_dims(s, env, "T.cumsum")
+        src, dst = s.src.static_extents(), s.dst.static_extents()
+        if src is not None and dst is not None and src != dst:
+            self.fail(s.loc, f"T.cumsum needs equal shapes; got {src} and {dst}")
+
+    def s_AtomicAdd(self, s: AtomicAdd, env: _Env) -> None:
+        self.region(s.dst, env, s.loc)
+        if isinstance(s.value, Region):
+            self.region(s.value, env, s.loc)
+            a, b = s.value.tile_shape(), s.dst.tile_shape()
+            if a is not None and b is not None and a != b:
+                self.fail(s.loc, f"T.atomic_add shapes differ: value tile {a}, destination {b}")
+        else:
+            self.expr(s.value, env, s.loc)
+
+    def s_For(self, s: For, env: _Env) -> None:
+        for e, what in ((s.start, "start"), (s.stop, "stop"), (s.step, "step")):
+            self.index(e, env, s.loc, f"the loop {what}")
+        if not s.var.dtype.is_int:
+            self.fail(s.loc, f"loop variable {s.var.name} must be an integer; got {s.var.dtype}")
+        if s.num_stages < 0:
+            self.fail(s.loc, f"num_stages must be >= 0; got {s.num_stages}")
+        inner = env.child()
+        self.bind(s.var, inner, s.loc)
+        self.body(s.body, inner)
+
+    def cond(self, e, env: _Env, loc: Loc, what: str) -> None:
+        dt = self.expr(e, env, loc)
+        if not dt.is_bool:
+            self.fail(loc, f"{what} condition must be bool; got {dt}",
+                      "compare it, e.g. `x != 0`")
+
+    def s_If(self, s: If, env: _Env) -> None:
+        self.cond(s.cond, env, s.loc, "an if")
+        self.body(s.then_body, env.child())
+        self.body(s.else_body, env.child())
+
+    def s_While(self, s: While, env: _Env) -> None:
+        self.cond(s.cond, env, s.loc, "a while")
+        self.body(s.body, env.child())
+
+    def s_Print(self, s: Print, env: _Env) -> None:
+        for a in s.args:
+            if isinstance(a, Buffer):
+                self.use(a, env, s.loc)
+            else:
+                self.expr(a, env, s.loc)
+
+    def s_Breakpoint(self, s: Breakpoint, env: _Env) -> None:
+        pass
+
+    def s_Launch(self, s: Launch, env: _Env) -> None:
+        if env.in_launch:
+            self.fail(s.loc, "T.Kernel inside another T.Kernel block",
+                      "launches are only allowed at the top level of the kernel")
+        if not 1 <= len(s.grid) <= 3 or len(s.block_vars) != len(s.grid):
+            self.fail(s.loc, f"T.Kernel needs 1 to 3 grid extents and one block variable per "
+                             f"extent; got {len(s.grid)} extent(s) and {len(s.block_vars)} "
+                             f"variable(s)")
+        for g in s.grid:
+            self.index(g, env, s.loc, "a grid extent")
+        if any(not isinstance(t, int) or t <= 0 for t in s.threads):
+            self.fail(s.loc, f"threads must be positive integers; got {s.threads}")
+        inner = env.child(in_launch=True)
+        for v in s.block_vars:
+            if v.dtype != int32:
+                self.fail(s.loc, f"block variable {v.name} must be int32; got {v.dtype}")
+            self.bind(v, inner, s.loc)
+        self.body(s.body, inner)
+
+
+def _kind(s) -> str:
+    names = {Alloc: "an allocation", Store: "a store", Copy: "T.copy", Fill: "T.fill",
+             Gemm: "T.gemm", Reduce: "a reduction", Cumsum: "T.cumsum",
+             AtomicAdd: "T.atomic_add", For: "a loop", If: "an if", While: "a while loop",
+             Print: "T.print", Breakpoint: "breakpoint()"}
+    return names.get(type(s), type(s).__name__)
