@@ -10,9 +10,9 @@ LIMIT = 20.0  # seconds a rank may wait for a peer in these tests: a bug fails, 
 PS = [1, 2, 3, 4, 5, 7, 8]
 
 
-def launch(fn, p, **kw):
+def launch(fn, p, *args, **kw):
     kw.setdefault("timeout", LIMIT)
-    return tp.launch(fn, p, **kw)
+    return tp.launch(fn, p, *args, **kw)
 
 
 def bits(x: np.ndarray) -> bytes:

@@ -1,0 +1,80 @@
+"""Calibration: fit alpha and beta from a measured ping-pong, gamma from timed reductions,
+and compare the cost model's allreduce predictions with measured allreduce sweeps.
+
+Call the functions on every rank inside `launch` (they are collective); rank 0's return
+value holds the numbers. Times are medians of `reps` runs after one warm-up.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from tilepy.parallel.cost import flat_cost
+
+
+def _median_time(fn, reps: int) -> float:
+    fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def pingpong(comm, sizes: list[int], reps: int = 20) -> list[tuple[int, float]]:
+    """One-way times between ranks 0 and 1 (half a round trip); other ranks only wait."""
+    out = []
+    for n in sizes:
+        buf = np.zeros(n, np.uint8)
+
+        def trip(buf=buf, n=n):
+            if comm.rank == 0:
+                comm.p2p_send(buf, 1)
+                comm.p2p_recv(1, n, buf.dtype)
+            elif comm.rank == 1:
+                comm.p2p_send(comm.p2p_recv(0, n, buf.dtype), 0)
+
+        comm.barrier()
+        out.append((n, _median_time(trip, reps) / 2))
+    return out
+
+
+def fit_alpha_beta(samples: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares fit of t = alpha + n * beta (both clipped at 0)."""
+    n = np.array([s[0] for s in samples], float)
+    t = np.array([s[1] for s in samples], float)
+    a, b = np.linalg.lstsq(np.stack([np.ones_like(n), n], 1), t, rcond=None)[0]
+    return max(float(a), 0.0), max(float(b), 0.0)
+
+
+def measure_gamma(nbytes: int = 16 << 20, reps: int = 5) -> float:
+    """Seconds per byte of a float32 sum of two arrays into a new one."""
+    a = np.ones(nbytes // 4, np.float32)
+    b = np.ones_like(a)
+    return _median_time(lambda: np.add(a, b), reps) / nbytes
+
+
+def allreduce_sweep(comm, sizes: list[int], algorithms: list[str], reps: int = 5):
+    """{(algorithm, bytes): median seconds} of float32 allreduces (same on every rank)."""
+    out = {}
+    for n in sizes:
+        x = np.ones(max(1, n // 4), np.float32)
+        for alg in algorithms:
+            comm.barrier()
+            out[(alg, n)] = _median_time(lambda a=alg, x=x: comm.allreduce(x, algorithm=a),
+                                         reps)
+    return out
+
+
+def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5):
+    """Fit alpha/beta/gamma here, then rows (alg, bytes, predicted s, measured s)."""
+    pp = pingpong(comm, [8, 1 << 10, 64 << 10, 1 << 20, 8 << 20], reps=10)
+    alpha, beta = fit_alpha_beta(pp)
+    gamma = measure_gamma()
+    measured = allreduce_sweep(comm, sizes, algorithms, reps)
+    rows = [(alg, n, flat_cost(alg, comm.size, n, alpha, beta, gamma), measured[(alg, n)])
+            for (alg, n) in measured]
+    return {"alpha": alpha, "beta": beta, "gamma": gamma, "pingpong": pp, "rows": rows}
