@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import io
 import linecache
+import os
 import re
 import tokenize
 
@@ -74,15 +75,21 @@ def parse(text: str, filename: str = "<ir>") -> PrimFunc:
 def _comment_locs(text: str) -> dict[int, Loc]:
     """Line number -> the source location its trailing `# file:line[:col]` comment names."""
     out: dict[int, Loc] = {}
+    full: dict[str, str] = {}  # printed base name -> file, from `# source: FILE` headers
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                text = tok.string[1:].strip()
-                m = _LOC_RES[0].match(text) or _LOC_RES[1].match(text)
-                if m:
-                    out[tok.start[0]] = Loc(m[1], int(m[2]), int(m[3] or 0))
+        comments = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                    if t.type == tokenize.COMMENT]
     except (tokenize.TokenError, SyntaxError):
-        pass  # ast.parse has already accepted the text; a tokenizer hiccup only loses locs
+        return out  # ast.parse has already accepted the text; a tokenizer hiccup only loses locs
+    for tok in comments:
+        if tok.string.startswith(P.SOURCE_HEADER):
+            file = tok.string[len(P.SOURCE_HEADER):]
+            full[os.path.basename(file)] = file
+    for tok in comments:
+        body = tok.string[1:].strip()
+        m = _LOC_RES[0].match(body) or _LOC_RES[1].match(body)
+        if m and not tok.string.startswith(P.SOURCE_HEADER):
+            out[tok.start[0]] = Loc(full.get(m[1], m[1]), int(m[2]), int(m[3] or 0))
     return out
 
 

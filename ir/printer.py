@@ -9,6 +9,8 @@ describes the format.
 from __future__ import annotations
 
 import math
+import os
+from collections import Counter
 
 from tilepy.errors import Loc
 from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var, full_region
@@ -31,6 +33,7 @@ from tilepy.ir.stmt import (
     Reduce,
     Store,
     While,
+    walk,
 )
 from tilepy.ir.types import Scope, bool_, float32, int32
 
@@ -182,9 +185,22 @@ def alloc_text(b: Buffer) -> str:
             f'scope="{b.scope.value}"{data})')
 
 
-def format_loc(loc: Loc) -> str:
-    """`file:line`, or `file:line:col` when the column is known."""
-    return f"{loc.file}:{loc.line}:{loc.col}" if loc.col else f"{loc.file}:{loc.line}"
+def format_loc(loc: Loc, short: dict[str, str] | None = None) -> str:
+    """`file:line`, or `file:line:col` when the column is known; `short` maps a file to the
+    name printed for it."""
+    file = (short or {}).get(loc.file, loc.file)
+    return f"{file}:{loc.line}:{loc.col}" if loc.col else f"{file}:{loc.line}"
+
+
+SOURCE_HEADER = "# source: "
+
+
+def short_names(func: PrimFunc) -> dict[str, str]:
+    """Files of the function's locs whose base name is unique among them -> base name."""
+    files = dict.fromkeys(s.loc.file for s in (func, *walk(func.body)) if s.loc.line)
+    base = {f: os.path.basename(f) for f in files}
+    counts = Counter(base.values())
+    return {f: b for f, b in base.items() if b != f and counts[b] == 1}
 
 
 # ---------------------------------------------------------------- statements
@@ -200,13 +216,17 @@ class _Printer:
         self.locs = locs
         self.lines: list[str] = []
         self.declared: set[str] = set()
+        self.short: dict[str, str] = {}
 
     def emit(self, depth: int, text: str, loc: Loc | None = None) -> None:
         if self.locs and loc is not None and loc.line:
-            text = f"{text}  # {format_loc(loc)}"
+            text = f"{text}  # {format_loc(loc, self.short)}"
         self.lines.append(INDENT * depth + text)
 
     def func(self, f: PrimFunc) -> str:
+        if self.locs:
+            self.short = short_names(f)
+            self.lines.extend(SOURCE_HEADER + file for file in self.short)
         for v in f.sizes:
             dt = "" if v.dtype == int32 else f', "{v.dtype.name}"'
             self.lines.append(f'{v.name} = T.dynamic("{v.name}"{dt})')

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from tilepy.errors import Loc, TileTypeError, VerifyError
 from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
 from tilepy.ir.ops import CASTS, Op, result_dtype
+from tilepy.ir.printer import format_shape
 from tilepy.ir.stmt import (
     Alloc,
     AtomicAdd,
@@ -50,10 +51,6 @@ class _Env:
     def child(self, in_launch: bool | None = None) -> "_Env":
         inside = self.in_launch if in_launch is None else in_launch
         return _Env(dict(self.vars), dict(self.bufs), inside)
-
-
-def _shape_text(shape) -> str:
-    return "(" + ", ".join(str(s) for s in shape) + ")"
 
 
 class _Verifier:
@@ -161,7 +158,7 @@ class _Verifier:
     def access(self, b: Buffer, indices, env: _Env, loc: Loc) -> None:
         self.use(b, env, loc)
         if len(indices) != b.ndim:
-            self.fail(loc, f"{b.name} has {b.ndim} dimension(s) {_shape_text(b.shape)} but is "
+            self.fail(loc, f"{b.name} has {b.ndim} dimension(s) {format_shape(b.shape)} but is "
                            f"indexed with {len(indices)}")
         for i in indices:
             self.index(i, env, loc, f"an index of {b.name}")
@@ -171,9 +168,9 @@ class _Verifier:
         seen = env.bufs.get(b.name)
         if seen is not None:
             if seen != b:
-                self.fail(loc, f"buffer {b.name} is used as {b.dtype}{_shape_text(b.shape)} "
+                self.fail(loc, f"buffer {b.name} is used as {b.dtype}{format_shape(b.shape)} "
                                f"({b.scope}) but declared as {seen.dtype}"
-                               f"{_shape_text(seen.shape)} ({seen.scope})")
+                               f"{format_shape(seen.shape)} ({seen.scope})")
             return
         if b.data is None:
             hint = ("global buffers must be kernel parameters" if b.scope is Scope.GLOBAL
@@ -197,7 +194,7 @@ class _Verifier:
         n = r.buffer.ndim
         if len(r.starts) != n or len(r.extents) != n:
             self.fail(loc, f"a region of {r.buffer.name} needs {n} dimension(s) like the "
-                           f"buffer {_shape_text(r.buffer.shape)}; got {len(r.starts)} "
+                           f"buffer {format_shape(r.buffer.shape)}; got {len(r.starts)} "
                            f"start(s) and {len(r.extents)} extent(s)")
         for e in (*r.starts, *r.extents):
             self.index(e, env, loc, f"a region bound of {r.buffer.name}")
