@@ -82,10 +82,10 @@ class Kernel:
         return f"<pre>{html.escape(repr(self))}\n\n{html.escape(str(self.ir))}</pre>"
 
     def __call__(self, *args):
-        from tilepy import backend
+        from tilepy.backend import run
 
         arrays, sizes = bind_arguments(self.func, args, _caller_loc())
-        backend.run(self.func, arrays, sizes)
+        run(self.func, arrays, sizes)
         outs = [arrays[self.func.params[i].name] for i in self.out_idx]
         if not outs:
             return None

@@ -153,6 +153,8 @@ def _ceildiv(tr, node, loc, name):
     x, y = a.value("a"), a.value("b")
     if not exprs.is_ir(x) and not exprs.is_ir(y):
         return -(-x // y)
+    if not exprs.is_ir(y):  # the usual case, a constant tile size: (x + (y - 1)) // y
+        return exprs.call(Op.FLOORDIV, [exprs.call(Op.ADD, [x, y - 1], loc), y], loc)
     num = exprs.call(Op.SUB, [exprs.call(Op.ADD, [x, y], loc), 1], loc)
     return exprs.call(Op.FLOORDIV, [num, y], loc)
 

@@ -1,0 +1,21 @@
+"""tilepy.kernels: reference kernels written in the tile language.
+
+Each module holds kernels of one family; `checks.py` holds, per kernel, an independent
+numpy formulation and the error bound derived from the kernel's numerics, used by the
+demo, the tests and the benchmarks. Kernels take symbolic problem sizes where they can,
+so one IR serves every shape with the same tiles and dtypes.
+"""
+
+from tilepy.kernels.attention import flash_attention
+from tilepy.kernels.conv import conv2d_nhwc
+from tilepy.kernels.dequant import dequant_gemm_fp4
+from tilepy.kernels.elementwise import bias_gelu, vector_add
+from tilepy.kernels.gemm import gemm
+from tilepy.kernels.norms import layernorm, rmsnorm
+from tilepy.kernels.reductions import row_reduce
+from tilepy.kernels.softmax import softmax
+
+__all__ = [
+    "bias_gelu", "conv2d_nhwc", "dequant_gemm_fp4", "flash_attention", "gemm", "layernorm",
+    "rmsnorm", "row_reduce", "softmax", "vector_add",
+]
