@@ -197,7 +197,7 @@ def _encoder_sr(name: str, saturate: bool):
 # ---------------------------------------------------------------------------- decoders
 
 
-def _byte_table(fmt) -> np.ndarray:
+def byte_table(fmt) -> np.ndarray:
     """decode_table extended to all 256 byte values for fp6/fp4, as ml_dtypes reads a
     byte with unused high bits set: negative iff code >= 2^(bits-1)."""
     t = decode_table(fmt)
@@ -209,7 +209,7 @@ def _byte_table(fmt) -> np.ndarray:
 
 
 def _make_table_decoder(fmt):
-    table = _byte_table(fmt)
+    table = byte_table(fmt)
 
     @numba.njit(inline="always")
     def decode(code):

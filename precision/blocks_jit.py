@@ -1,0 +1,207 @@
+"""Numba twins of blocks.quantize / blocks.dequantize: the same rules, the same bits.
+
+Owns only the parallel loops (one block per prange iteration); every rule (scale code,
+element rounding, NaN blocks) is the one blocks.py documents, and tests compare the two
+bit for bit. Importing this module imports numba.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numba
+import numpy as np
+
+from tilepy.precision import blocks
+from tilepy.precision.codecs import byte_table, decoder, encoder
+from tilepy.precision.formats import get_format
+
+
+def _mx_element(elem: str):
+    """njit (x, scale code) -> element code, as blocks._mx computes it."""
+    if get_format(elem).is_int:
+        imax = float(blocks.MXINT8_MAX)
+        rne = 1.5 * 2.0**52  # (v + rne) - rne rounds |v| < 2^51 to an integer, ties to even
+
+        @numba.njit(inline="always")
+        def int_code(x, code):
+            v = np.float64(x) * math.ldexp(1.0, 133 - code)
+            q = min(max((v + rne) - rne, -imax), imax)
+            return np.uint8(np.int64(q) & 0xFF)
+
+        return int_code
+    enc = encoder(elem, True)
+
+    @numba.njit(inline="always")
+    def float_code(x, code):
+        return enc(x * np.float32(math.ldexp(1.0, 127 - code)))
+
+    return float_code
+
+
+@lru_cache(maxsize=None)
+def _mx_kernel(elem: str, emax: int, rceil: bool):
+    f = get_format(elem)
+    elem_max = blocks.MXINT8_MAX / 64 if f.is_int else f.max_finite
+    log2_max = int(np.floor(np.log2(elem_max)))
+    elem_code = _mx_element(elem)
+
+    @numba.njit(inline="always")
+    def scale_code(amax):
+        if amax == 0:
+            return 0
+        e = math.frexp(np.float64(amax))[1] - 1
+        k = e - emax
+        if rceil:
+            k = e - log2_max
+            if math.ldexp(elem_max, k - 1) >= amax:
+                k -= 1
+            elif math.ldexp(elem_max, k) < amax:
+                k += 1
+        return min(max(k + 127, 0), 254)
+
+    @numba.njit(parallel=True)
+    def run(x, r, c, codes, scales):
+        nbc = x.shape[1] // c
+        for t in numba.prange((x.shape[0] // r) * nbc):
+            bi, bj = t // nbc, t % nbc
+            amax, bad = _block_amax(x, bi * r, r, bj * c, c)
+            if bad:
+                scales[bi, bj] = 255
+                _zero_block(codes, bi * r, r, bj * c, c)
+                continue
+            code = scale_code(amax)
+            scales[bi, bj] = code
+            for i in range(bi * r, bi * r + r):
+                for j in range(bj * c, bj * c + c):
+                    codes[i, j] = elem_code(x[i, j], code)
+
+    return run
+
+
+@numba.njit(inline="always")
+def _block_amax(x, i0, r, j0, c):
+    amax = np.float32(0)
+    bad = False
+    for i in range(i0, i0 + r):
+        for j in range(j0, j0 + c):
+            v = x[i, j]
+            if not np.isfinite(v):
+                bad = True
+            a = abs(v)
+            if a > amax:
+                amax = a
+    return amax, bad
+
+
+@numba.njit(inline="always")
+def _zero_block(codes, i0, r, j0, c):
+    for i in range(i0, i0 + r):
+        for j in range(j0, j0 + c):
+            codes[i, j] = 0
+
+
+@lru_cache(maxsize=None)
+def _nvfp4_kernel():
+    enc_s = encoder("float8_e4m3fn", True)
+    dec_s = decoder("float8_e4m3fn")
+    enc = encoder("float4_e2m1fn", True)
+    six = np.float32(blocks.NVFP4_E2M1_MAX)
+
+    @numba.njit(parallel=True)
+    def run(x, ts, r, c, codes, scales):
+        nbc = x.shape[1] // c
+        for t in numba.prange((x.shape[0] // r) * nbc):
+            bi, bj = t // nbc, t % nbc
+            amax, bad = _block_amax(x, bi * r, r, bj * c, c)
+            if bad:
+                scales[bi, bj] = 0x7F
+                _zero_block(codes, bi * r, r, bj * c, c)
+                continue
+            sb = enc_s(amax / (six * ts))
+            scales[bi, bj] = sb
+            denom = dec_s(sb) * ts
+            for i in range(bi * r, bi * r + r):
+                for j in range(bj * c, bj * c + c):
+                    v = x[i, j] / denom if denom > 0 else np.float32(0)
+                    codes[i, j] = enc(v)
+
+    return run
+
+
+@lru_cache(maxsize=None)
+def _fp32_kernel(elem: str):
+    enc = encoder(elem, True)
+    fmax = np.float32(get_format(elem).max_finite)
+
+    @numba.njit(parallel=True)
+    def run(x, r, c, codes, scales):
+        nbc = x.shape[1] // c
+        for t in numba.prange((x.shape[0] // r) * nbc):
+            bi, bj = t // nbc, t % nbc
+            amax, bad = _block_amax(x, bi * r, r, bj * c, c)
+            if bad:
+                scales[bi, bj] = np.float32(np.nan)
+                _zero_block(codes, bi * r, r, bj * c, c)
+                continue
+            scale = amax / fmax if amax > 0 else np.float32(1)
+            scales[bi, bj] = scale
+            for i in range(bi * r, bi * r + r):
+                for j in range(bj * c, bj * c + c):
+                    codes[i, j] = enc(x[i, j] / scale)
+
+    return run
+
+
+def quantize(x, scheme: str, elem: str | None = None, rceil: bool = False) -> blocks.Quantized:
+    """Numba `tilepy.precision.blocks.quantize`: same arguments, same bits."""
+    s = blocks.get_scheme(scheme, elem)
+    x = np.asarray(x)
+    x = np.ascontiguousarray(x.astype(np.float32) if x.dtype != np.float32 else x)
+    r, c = blocks.block_shape(s, x.shape)
+    x2 = x.reshape(-1, x.shape[-1])
+    codes = np.empty(x2.shape, np.uint8)
+    sshape = blocks._scale_shape(x.shape, r, c)
+    sdtype = np.float32 if s.scale == "fp32" else np.uint8
+    scales = np.empty((x2.shape[0] // r, x2.shape[1] // c), sdtype)
+    ts = None
+    if s.scale == "e8m0":
+        _mx_kernel(s.elem, s.emax, bool(rceil))(x2, r, c, codes, scales)
+    elif s.scale == "nvfp4":
+        ts = blocks.nvfp4_tensor_scale(x)
+        _nvfp4_kernel()(x2, ts, r, c, codes, scales)
+    else:
+        _fp32_kernel(s.elem)(x2, r, c, codes, scales)
+    return blocks.Quantized(s.name, s.elem, codes.reshape(x.shape), scales.reshape(sshape), ts)
+
+
+@numba.njit(parallel=True)
+def _dequant_kernel(codes, table, s1, s2, r, c, out):
+    nbc = codes.shape[1] // c
+    for t in numba.prange((codes.shape[0] // r) * nbc):
+        bi, bj = t // nbc, t % nbc
+        sc = s1[bi, bj]
+        for i in range(bi * r, bi * r + r):
+            for j in range(bj * c, bj * c + c):
+                out[i, j] = (table[codes[i, j]] * sc) * s2
+
+
+def dequantize(q: blocks.Quantized) -> np.ndarray:
+    """Numba `tilepy.precision.blocks.dequantize`: same bits."""
+    s = blocks.get_scheme(q.scheme)
+    r, c = blocks.block_shape(s, q.codes.shape)
+    codes = np.ascontiguousarray(q.codes.reshape(-1, q.codes.shape[-1]))
+    s1, s2 = blocks.block_multipliers(q)
+    s1 = np.ascontiguousarray(s1.reshape(codes.shape[0] // r, codes.shape[1] // c))
+    out = np.empty(codes.shape, np.float32)
+    _dequant_kernel(codes, _table(q.elem), s1, np.float32(s2), r, c, out)
+    return out.reshape(q.codes.shape)
+
+
+@lru_cache(maxsize=None)
+def _table(elem: str) -> np.ndarray:
+    """float32 value of each of the 256 byte codes (MXINT8: code / 64)."""
+    if elem == "int8":
+        return np.arange(256, dtype=np.uint8).view(np.int8).astype(np.float32) / np.float32(64)
+    return byte_table(elem)
