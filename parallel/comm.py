@@ -64,7 +64,7 @@ class Communicator:
         self.timeout, self.debug = timeout, debug
         self.node_size = max(1, node_size)
         self._seq = 0
-        self._current = "point-to-point"
+        self._call = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} rank={self.rank} size={self.size}>"
@@ -101,7 +101,7 @@ class Communicator:
         self._check_peer(dest, "destination")
         self._check_tag(tag)
         x = np.array(x, copy=True, order="C")
-        self._current = "point-to-point"
+        self._call = None
         return self._isend_raw([encode_header(x), x.reshape(-1)], dest, tag)
 
     def recv(self, source: int, tag: int = 0) -> np.ndarray:
@@ -113,7 +113,7 @@ class Communicator:
         self._check_tag(tag)
 
         def finish():
-            self._current = "point-to-point"
+            self._call = None
             shape, dtype = decode_header(self._recv_raw(source, tag, None, np.dtype(np.uint8)))
             return self._recv_raw(source, tag, int(np.prod(shape)), dtype).reshape(shape)
 
@@ -133,11 +133,21 @@ class Communicator:
     # ----- collective bookkeeping
     def _begin(self, name: str, x, **attrs) -> None:
         self._seq += 1
-        parts = ([_describe(x)] if x is not None else []) + [f"{k}={v}" for k, v in attrs.items()]
-        desc = f"{name}({', '.join(parts)})"
-        self._current = f"collective #{self._seq} {desc}"
+        self._call = (self._seq, name, x, attrs)  # formatted only when a message needs it
         if self.debug and self.size > 1:
-            self._check_sequence(desc)
+            self._check_sequence(self._call_text())
+
+    def _call_text(self) -> str:
+        _, name, x, attrs = self._call
+        parts = ([_describe(x)] if x is not None else []) + [f"{k}={v}" for k, v in attrs.items()]
+        return f"{name}({', '.join(parts)})"
+
+    @property
+    def _current(self) -> str:
+        """The call in progress, as messages name it."""
+        if self._call is None:
+            return "point-to-point"
+        return f"collective #{self._call[0]} {self._call_text()}"
 
     def _check_sequence(self, desc: str) -> None:
         """Debug mode: every rank learns every rank's call and all raise the same error."""

@@ -17,7 +17,12 @@ import traceback
 import numpy as np
 
 from tilepy.parallel.comm import Communicator
-from tilepy.parallel.errors import BackendUnavailableError, CommArgumentError, CommTimeoutError
+from tilepy.parallel.errors import (
+    BackendUnavailableError,
+    CommArgumentError,
+    CommError,
+    CommTimeoutError,
+)
 from tilepy.parallel.ops import combine
 
 _U8 = np.dtype(np.uint8)
@@ -46,18 +51,18 @@ class MpiComm(Communicator):
         self.MPI = import_mpi()
         self.mcomm = mcomm
         self._ops: dict = {}
+        self._watch = _Watchdog(lambda: abort(self, self._timeout(None)))
 
-    # ----- waiting with a deadline
-    def _wait(self, reqs, peer) -> None:
-        MPI = self.MPI
-        if MPI.Request.Testall(reqs):
-            return
-        deadline, spins = time.monotonic() + self.timeout, 0
-        while not MPI.Request.Testall(reqs):
-            spins += 1
-            time.sleep(0 if spins < 2000 else 1e-4)
-            if spins % 64 == 0 and time.monotonic() > deadline:
-                raise self._timeout(peer)
+    # ----- blocking MPI calls under the watchdog (a missing peer aborts the job after
+    # `timeout` with CommTimeoutError instead of hanging; mpi4py releases the GIL in them)
+    def _guarded(self, call, *args):
+        self._watch.arm(self.timeout)
+        try:
+            return call(*args)
+        except self.MPI.Exception as exc:
+            raise CommError(f"rank {self.rank}: MPI error in {self._current}: {exc}") from None
+        finally:
+            self._watch.disarm()
 
     def _timeout(self, peer) -> CommTimeoutError:
         who = "the other ranks" if peer is None else f"rank {peer}"
@@ -65,45 +70,52 @@ class MpiComm(Communicator):
             f"rank {self.rank} waited {self.timeout:g} s for {who} in {self._current}",
             hint="a rank is stuck or called a different collective")
 
-    def _probe(self, src, tag) -> int:
-        status = self.MPI.Status()
-        deadline, spins = time.monotonic() + self.timeout, 0
-        while not self.mcomm.Iprobe(src, tag, status):
-            spins += 1
-            time.sleep(0 if spins < 2000 else 1e-4)
-            if spins % 64 == 0 and time.monotonic() > deadline:
-                raise self._timeout(src)
-        return status.Get_count(self.MPI.BYTE)
-
-    # ----- raw point to point
-    def _isend_req(self, x, dst, tag):
-        buf = _bytes(x)
-        return self.mcomm.Isend([buf, self.MPI.BYTE], dst, tag), buf
-
+    # ----- raw point to point (bytes)
     def _send_raw(self, x, dst, tag):
-        req, _buf = self._isend_req(x, dst, tag)
-        self._wait([req], dst)
+        self._guarded(self.mcomm.Send, [_bytes(x), self.MPI.BYTE], dst, tag)
 
     def _isend_raw(self, parts, dst, tag):
         from tilepy.parallel.comm import Request
-        reqs = [self._isend_req(p, dst, tag) for p in parts]
-        return Request(lambda: self._wait([r for r, _ in reqs], dst))
+        bufs = [_bytes(p) for p in parts]
+        reqs = [self.mcomm.Isend([b, self.MPI.BYTE], dst, tag) for b in bufs]
+        return Request(lambda: self._guarded(self.MPI.Request.Waitall, reqs) and None)
 
-    def _recv_raw(self, src, tag, count, dtype):
-        dtype = np.dtype(dtype)
-        nbytes = self._probe(src, tag)
-        want = nbytes if count is None else count * dtype.itemsize
-        if nbytes != want or nbytes % dtype.itemsize:
-            raise self._mismatch(src, count, dtype, f"{nbytes} bytes")
-        out = np.empty(nbytes // dtype.itemsize, dtype)
-        req = self.mcomm.Irecv([out.view(np.uint8), self.MPI.BYTE], src, tag)
-        self._wait([req], src)
+    def _recv_into(self, src, tag, count, dtype, post_send=None):
+        """Receive `count` items (None: whatever was sent) from src; check the size."""
+        status = self.MPI.Status()
+        if count is None:
+            self._guarded(self.mcomm.Probe, src, tag, status)
+            count = status.Get_count(self.MPI.BYTE) // dtype.itemsize
+        out = np.empty(count, dtype)
+        try:
+            self._guarded(self.mcomm.Recv, [out.view(np.uint8), self.MPI.BYTE], src, tag,
+                          status)
+        except CommError:
+            raise self._mismatch(src, count, dtype, "a longer message") from None
+        got = status.Get_count(self.MPI.BYTE)
+        if got != out.nbytes:
+            raise self._mismatch(src, count, dtype, f"{got} bytes")
         return out
 
+    def _recv_raw(self, src, tag, count, dtype):
+        return self._recv_into(src, tag, count, np.dtype(dtype))
+
     def _sendrecv_raw(self, x, dst, src, tag, count, dtype):
-        req, _buf = self._isend_req(x, dst, tag)
-        out = self._recv_raw(src, tag, count, dtype)
-        self._wait([req], dst)
+        dtype = np.dtype(dtype)
+        if count is None:
+            req = self.mcomm.Isend([_bytes(x), self.MPI.BYTE], dst, tag)
+            out = self._recv_into(src, tag, None, dtype)
+            self._guarded(req.Wait)
+            return out
+        out = np.empty(count, dtype)
+        status = self.MPI.Status()
+        try:
+            self._guarded(self.mcomm.Sendrecv, [_bytes(x), self.MPI.BYTE], dst, tag,
+                          [out.view(np.uint8), self.MPI.BYTE], src, tag, status)
+        except CommError:
+            raise self._mismatch(src, count, dtype, "a longer message") from None
+        if status.Get_count(self.MPI.BYTE) != out.nbytes:
+            raise self._mismatch(src, count, dtype, f"{status.Get_count(self.MPI.BYTE)} bytes")
         return out
 
     def _make_sub(self, members, color):
@@ -115,20 +127,7 @@ class MpiComm(Communicator):
             return None
         return MpiComm(sub, self.timeout, self.debug, min(self.node_size, sub.Get_size()))
 
-    # ----- native collectives: MPI's blocking calls (their algorithm selection and CVARs),
-    # guarded by a watchdog that aborts the job after `timeout` instead of hanging.
-    def _guarded(self, call, *args):
-        def expire():
-            abort(self, self._timeout(None))
-
-        timer = threading.Timer(self.timeout, expire)
-        timer.daemon = True
-        timer.start()
-        try:
-            call(*args)
-        finally:
-            timer.cancel()
-
+    # ----- native collectives: MPI's own blocking calls (its selection and CVARs apply)
     def _mpi_op(self, op: str, dtype: np.dtype):
         """(MPI datatype, MPI op) for a numpy dtype; narrow floats get a user op."""
         MPI = self.MPI
@@ -188,6 +187,28 @@ class MpiComm(Communicator):
         self._guarded(self.mcomm.Alltoall, [_bytes(x), self.MPI.BYTE],
                       [out.reshape(-1).view(np.uint8), self.MPI.BYTE])
         return out
+
+
+class _Watchdog:
+    """One daemon thread per communicator, polling at 20 Hz: calls `on_expire` when a
+    blocking call armed with a deadline is still running after it. Arming is one store."""
+
+    def __init__(self, on_expire):
+        self.on_expire, self.deadline = on_expire, None
+        threading.Thread(target=self._run, daemon=True, name="tilepy-mpi-watchdog").start()
+
+    def arm(self, timeout: float) -> None:
+        self.deadline = time.monotonic() + timeout
+
+    def disarm(self) -> None:
+        self.deadline = None
+
+    def _run(self):
+        while True:
+            time.sleep(0.05)
+            d = self.deadline
+            if d is not None and time.monotonic() >= d:
+                self.on_expire()
 
 
 _BUILTIN_TYPES = {

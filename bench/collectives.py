@@ -1,0 +1,159 @@
+"""nccl-tests-style allreduce tables for tilepy.parallel, side by side with mpi4py.
+
+  python bench/collectives.py            # local (2, 4 ranks) + mpi (2, 4 ranks) + model
+  python bench/collectives.py --quick    # fewer sizes, for a smoke run
+Columns: size, time (median us), algbw = bytes / time, busbw = algbw * 2(p-1)/p (GB/s).
+MPI rows come from `mpiexec -n p python bench/collectives.py --worker`, run by this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import tilepy.parallel as tp
+from tilepy.parallel import calibrate
+
+MIB = 1 << 20
+SIZES = [8, 64, 512, 4096, 32768, 262144, MIB, 4 * MIB, 16 * MIB, 64 * MIB]
+QUICK = [8, 4096, MIB, 16 * MIB]
+
+
+def reps_for(nbytes: int) -> int:
+    return 5 if nbytes >= 16 * MIB else 10 if nbytes >= MIB else 30
+
+
+def time_allreduce(comm, nbytes: int, alg: str, mpi4py_direct: bool = False) -> float:
+    x = np.ones(max(1, nbytes // 4), np.float32)
+    out = np.empty_like(x)
+    if mpi4py_direct:
+        from mpi4py import MPI
+        call = lambda: comm.mcomm.Allreduce(x, out, MPI.SUM)
+    else:
+        call = lambda: comm.allreduce(x, algorithm=alg, out=out)
+    call()
+    ts = []
+    for _ in range(reps_for(nbytes)):
+        comm.barrier()
+        t0 = time.perf_counter()
+        call()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def sweep(comm, sizes, algs):
+    """{column: [seconds per size]}; the max over ranks of each median (the job's time)."""
+    res = {}
+    for alg in algs:
+        direct = alg == "mpi4py.Allreduce"
+        ts = [time_allreduce(comm, n, alg, direct) for n in sizes]
+        all_ts = comm.allgather(np.array(ts))
+        res[alg] = all_ts.max(axis=0).tolist()
+    return res
+
+
+def table(title: str, p: int, sizes, res) -> str:
+    lines = [f"## {title}, {p} ranks", "| size | " + " | ".join(
+        f"{a} time us | algbw | busbw" for a in res) + " |",
+             "|---:|" + "---:|---:|---:|" * len(res)]
+    for i, n in enumerate(sizes):
+        cells = []
+        for ts in res.values():
+            t = ts[i]
+            alg = n / t / 1e9
+            cells.append(f"{t * 1e6:.1f} | {alg:.3f} | {alg * 2 * (p - 1) / p:.3f}")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def memory_bandwidth(nbytes: int = 256 * MIB) -> float:
+    """numpy copy, bytes read + written per second (one thread), median of 5."""
+    a = np.ones(nbytes, np.uint8)
+    b = np.empty_like(a)
+    ts = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        ts.append(time.perf_counter() - t0)
+    return 2 * nbytes / float(np.median(ts))
+
+
+def model_rows(comm, sizes, algs):
+    fit = calibrate.predicted_vs_measured(comm, sizes, algs, reps=5)
+    return fit
+
+
+def model_table(title, p, fit) -> str:
+    lines = [f"## cost model vs measured: {title}, {p} ranks (alpha {fit['alpha'] * 1e6:.2f} us,"
+             f" beta {1 / max(fit['beta'], 1e-30) / 1e9:.2f} GB/s, gamma "
+             f"{1 / fit['gamma'] / 1e9:.2f} GB/s)",
+             "| algorithm | size | predicted us | measured us | measured/predicted |",
+             "|---|---:|---:|---:|---:|"]
+    for alg, n, pred, meas in fit["rows"]:
+        lines.append(f"| {alg} | {n} | {pred * 1e6:.1f} | {meas * 1e6:.1f} | "
+                     f"{meas / pred if pred else float('nan'):.2f} |")
+    return "\n".join(lines)
+
+
+def worker(sizes):
+    """Under mpiexec: MPI native, tilepy ring, mpi4py direct; then the model comparison."""
+    def body(comm):
+        res = sweep(comm, sizes, ["native", "ring", "mpi4py.Allreduce"])
+        fit = model_rows(comm, [MIB, 16 * MIB], ["ring", "recursive_doubling"])
+        return res, fit
+
+    out = tp.launch(body)
+    if tp.detect_backend() == "mpi" and os.environ.get("PMI_RANK", "0") == "0":
+        print("RESULT " + json.dumps(out[0]), flush=True)
+
+
+def run_mpi(p, sizes, quick):
+    exe = Path(sys.executable).parent / "mpiexec"
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+           "MALLOC_TRIM_THRESHOLD_": str(1 << 30), "TILEPY_COMM_TIMEOUT": "300"}
+    cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker"] + (
+        ["--quick"] if quick else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode or not line:
+        raise SystemExit(f"mpiexec failed:\n{proc.stderr[-3000:]}")
+    return json.loads(line[0][7:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--no-mpi", action="store_true")
+    args = ap.parse_args()
+    sizes = QUICK if args.quick else SIZES
+    if args.worker:
+        return worker(sizes)
+    bw = memory_bandwidth()
+    print(f"memory bandwidth (numpy copy, read+write, 1 thread): {bw / 1e9:.2f} GB/s\n")
+    for p in (2, 4):
+        res = tp.launch(lambda c: sweep(c, sizes, ["ring", "rabenseifner", "tree"]), p)[0]
+        print(table("local backend (threads)", p, sizes, res))
+        big = res["ring"][-1]
+        busbw = sizes[-1] / big * 2 * (p - 1) / p
+        print(f"\nlocal ring at {sizes[-1]} B: busbw {busbw / 1e9:.3f} GB/s = "
+              f"{busbw / bw:.0%} of memory bandwidth\n")
+    if args.no_mpi:
+        return
+    for p in (2, 4):
+        res, fit = run_mpi(p, sizes, args.quick)
+        print(table("mpi backend (MPICH)", p, sizes, res))
+        ratio = res["ring"][-1] / res["native"][-1]
+        print(f"\ntilepy ring / MPI native time at {sizes[-1]} B: {ratio:.2f}x\n")
+        print(model_table("mpi", p, fit) + "\n")
+
+
+if __name__ == "__main__":
+    main()
