@@ -26,6 +26,10 @@ class Builtin:
         return f"T.{self.name}"
 
     def __call__(self, *args, **kwargs):
+        from tilepy.frontend.traced import Traced, traced_builtin
+
+        if any(isinstance(a, Traced) for a in (*args, *kwargs.values())):
+            return traced_builtin(self.name, args, kwargs)
         if self.python is not None:
             return self.python(*args, **kwargs)
         raise TileSyntaxError(

@@ -449,9 +449,11 @@ class Translator(ExpressionMixin):
             from tilepy.ir import types
             dt = {py.int: types.int32, py.float: types.float32, py.bool: types.bool_}[fn]
             return exprs.cast(args[0], dt, loc)
-        name = getattr(fn, "__name__", repr(fn))
-        raise TileTypeError(f"cannot call {name}() on runtime values inside a kernel", loc,
-                            hint="mark helper functions with @T.macro to inline them")
+        if callable(fn):
+            from tilepy.frontend.traced import call_traced
+
+            return self.build_time(lambda: call_traced(fn, args, kwargs, loc), loc)
+        raise TileTypeError(f"{describe(fn)} is not callable", loc)
 
 
 def _as_load(target: ast.expr) -> ast.expr:

@@ -1,0 +1,104 @@
+"""Calling plain Python helpers on runtime values: `def gelu(x): return 0.5 * x * (...)`.
+
+As in TileLang (where TVM expressions overload operators), a Python function or lambda
+called inside a kernel with runtime scalars runs at build time on `Traced` stand-ins whose
+operators build IR. Control flow on a Traced value cannot be decided at build time and
+raises an error that says to use T.if_then_else or a @T.macro.
+"""
+
+from __future__ import annotations
+
+from tilepy.errors import Loc, TileTypeError
+from tilepy.frontend import exprs
+from tilepy.ir.ops import Op
+
+
+class Traced:
+    """A runtime scalar seen by a Python helper; arithmetic on it builds IR."""
+
+    __slots__ = ("expr", "loc")
+
+    def __init__(self, expr, loc: Loc):
+        self.expr, self.loc = expr, loc
+
+    def __bool__(self):
+        raise TileTypeError(
+            "a helper function branches on a runtime value", self.loc,
+            hint="use T.if_then_else(cond, a, b), or mark the helper @T.macro so its "
+                 "if-statements become kernel code")
+
+    def __index__(self):
+        raise TileTypeError("a runtime value cannot be used where Python needs an int",
+                            self.loc)
+
+
+def unwrap(v):
+    if isinstance(v, Traced):
+        return v.expr
+    if isinstance(v, tuple):
+        return tuple(unwrap(x) for x in v)
+    return v
+
+
+def _binary(op: Op, swap: bool = False):
+    def method(self, other):
+        a, b = (other, self) if swap else (self, other)
+        return Traced(exprs.call(op, [unwrap(a), unwrap(b)], self.loc), self.loc)
+
+    return method
+
+
+def _unary(op: Op):
+    def method(self):
+        return Traced(exprs.call(op, [self.expr], self.loc), self.loc)
+
+    return method
+
+
+for _name, _op in [("add", Op.ADD), ("sub", Op.SUB), ("mul", Op.MUL), ("truediv", Op.DIV),
+                   ("floordiv", Op.FLOORDIV), ("mod", Op.MOD), ("pow", Op.POW),
+                   ("and", Op.BITAND), ("or", Op.BITOR), ("xor", Op.BITXOR),
+                   ("lshift", Op.SHL), ("rshift", Op.SHR)]:
+    setattr(Traced, f"__{_name}__", _binary(_op))
+    setattr(Traced, f"__r{_name}__", _binary(_op, swap=True))
+for _name, _op in [("lt", Op.LT), ("le", Op.LE), ("gt", Op.GT), ("ge", Op.GE),
+                   ("eq", Op.EQ), ("ne", Op.NE)]:
+    setattr(Traced, f"__{_name}__", _binary(_op))
+Traced.__neg__ = _unary(Op.NEG)
+Traced.__abs__ = _unary(Op.ABS)
+Traced.__invert__ = _unary(Op.BITNOT)
+Traced.__pos__ = lambda self: self
+Traced.__hash__ = None  # type: ignore[assignment]
+
+_SCALAR_BUILTINS = {
+    "exp": Op.EXP, "exp2": Op.EXP2, "log": Op.LOG, "log2": Op.LOG2, "sqrt": Op.SQRT,
+    "rsqrt": Op.RSQRT, "tanh": Op.TANH, "sigmoid": Op.SIGMOID, "erf": Op.ERF, "sin": Op.SIN,
+    "cos": Op.COS, "floor": Op.FLOOR, "ceil": Op.CEIL, "abs": Op.ABS, "max": Op.MAX,
+    "min": Op.MIN, "pow": Op.POW,
+}
+
+
+def traced_builtin(name: str, args: tuple, kwargs: dict):
+    """A tile-language scalar function called from inside a traced helper."""
+    loc = next(a.loc for a in args if isinstance(a, Traced))
+    vals = [unwrap(a) for a in args]
+    if name in _SCALAR_BUILTINS:
+        return Traced(exprs.call(_SCALAR_BUILTINS[name], vals, loc), loc)
+    if name == "if_then_else":
+        cond, a, b = vals
+        return Traced(exprs.call(Op.SELECT, [exprs.as_bool(cond, loc), a, b], loc), loc)
+    if name == "cast":
+        from tilepy.ir.types import dtype
+
+        dt = dtype(kwargs.get("dtype", vals[1] if len(vals) > 1 else None))
+        return Traced(exprs.cast(exprs.to_ir(vals[0], loc, like=dt), dt, loc), loc)
+    raise TileTypeError(f"T.{name} cannot be called from a helper function", loc,
+                        hint="call it in the kernel body, or mark the helper @T.macro")
+
+
+def call_traced(fn, args: list, kwargs: dict, loc: Loc):
+    """Run a Python helper on Traced stand-ins for its runtime arguments."""
+    wrap = lambda v: Traced(v, loc) if exprs.is_ir(v) else v  # noqa: E731
+    result = fn(*[wrap(a) for a in args], **{k: wrap(v) for k, v in kwargs.items()})
+    return unwrap(result)
+
