@@ -8,7 +8,10 @@ compare static extents only; symbolic extents are the backends' business at run 
 from __future__ import annotations
 
 import keyword
+import math
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from tilepy.errors import Loc, TileTypeError, VerifyError
 from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
@@ -115,6 +118,9 @@ class _Verifier:
     def expr(self, e, env: _Env, loc: Loc):
         """Check an expression; return its dtype."""
         if isinstance(e, Const):
+            if not _representable(e):
+                self.fail(loc, f"the literal {e.value!r} is not a {e.dtype} value",
+                          f"round it to {e.dtype} first (the front end does), or cast")
             return e.dtype
         if isinstance(e, Var):
             bound = env.vars.get(e.name)
@@ -355,6 +361,23 @@ class _Verifier:
                 self.fail(s.loc, f"block variable {v.name} must be int32; got {v.dtype}")
             self.bind(v, inner, s.loc)
         self.body(s.body, inner)
+
+
+def _representable(c: Const) -> bool:
+    """Whether a literal's value is exactly a value of its dtype (NaN counts, if the
+    format has one), so that no backend has to round it."""
+    dt, v = c.dtype, c.value
+    if dt.is_bool:
+        return True
+    if dt.is_int:
+        return dt.min_value <= v <= dt.max_finite
+    from tilepy.precision import cast
+
+    back = float(np.asarray(cast(np.asarray([v], dtype=np.float64), dt.name)[0],
+                            dtype=np.float64))
+    if math.isnan(v):
+        return math.isnan(back)
+    return back == v and math.copysign(1.0, back) == math.copysign(1.0, v)
 
 
 def _kind(s) -> str:

@@ -31,7 +31,7 @@ from tilepy.ir.stmt import (
     ReduceKind,
     Store,
 )
-from tilepy.ir.types import Scope, dtype, float32
+from tilepy.ir.types import Scope, bool_, dtype, float32
 from tilepy.precision.formats import FORMATS
 
 # ---------------------------------------------------------------- dtypes, shapes, arrays
@@ -157,6 +157,61 @@ def random_chain(rng: random.Random, leaves: list, depth: int):
     a, b = random_chain(rng, leaves, depth - 1), random_chain(rng, leaves, depth - 1)
     cmp = rng.choice([Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE])
     return call(Op.SELECT, call(cmp, a, b), a, b)
+
+
+def representable(value: float, dt) -> float:
+    """`value` rounded to a float format, once (as the front end rounds literals)."""
+    from tilepy.precision import cast as round_once
+
+    return float(np.asarray(round_once(np.asarray([value], np.float64), dt.name)[0], np.float64))
+
+
+def random_literal(rng: random.Random, dt) -> Const:
+    """A literal of `dt`, often an edge value (negative, -0.0, inf, NaN, extremes)."""
+    if dt.is_bool:
+        return Const(rng.random() < 0.5, dt)
+    if dt.is_float:
+        pool = [v for v in special_values(dt.name) if not (v != v and rng.random() < 0.7)]
+        pool += [rng.uniform(-4, 4), round(rng.uniform(-100, 100), 1)]
+        return Const(representable(rng.choice(pool), dt), dt)
+    return Const(rng.choice([0, 1, -1, 3, int(dt.min_value), int(dt.max_finite),
+                             rng.randint(int(dt.min_value), int(dt.max_finite))]), dt)
+
+
+def random_expr(rng: random.Random, leaves: dict, dt, depth: int):
+    """A random, well-typed expression of dtype `dt` using every kind of op of the table:
+    arithmetic, transcendental, comparisons, logic, bit ops, select, casts. `leaves` maps
+    a dtype to the expressions (vars, loads) that may appear; literals are added."""
+    if depth == 0 or rng.random() < 0.15:
+        pool = leaves.get(dt, [])
+        return rng.choice(pool) if pool and rng.random() < 0.7 else random_literal(rng, dt)
+    sub = lambda t: random_expr(rng, leaves, t, depth - 1)  # noqa: E731
+    other = rng.choice([t for t in leaves if not t.is_bool] or [dt])
+    if dt.is_bool:
+        choice = rng.choice(["cmp", "cmp", "and_or", "not"])
+        if choice == "cmp":
+            op = rng.choice([Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE])
+            return call(op, sub(other), sub(other))
+        if choice == "not":
+            return call(Op.NOT, sub(dt))
+        return call(rng.choice([Op.AND, Op.OR]), sub(dt), sub(dt))
+    choice = rng.choice(["unary", "binary", "binary", "select", "cast"])
+    if choice == "unary" and ops_for(dt, 1):
+        return call(rng.choice(ops_for(dt, 1)), sub(dt))
+    if choice == "select":
+        return call(Op.SELECT, sub(bool_), sub(dt), sub(dt))
+    if choice == "cast" and other != dt:
+        op = rng.choice([Op.CAST, Op.CAST_SAT]) if dt.is_float else Op.CAST
+        return Call(op, (sub(other),), dt)
+    return call(rng.choice(ops_for(dt, 2)), sub(dt), sub(dt))
+
+
+def scalar_exprs(leaves: dict, dts=None, depth: int = 4):
+    """Strategy: random expressions (see `random_expr`) over `leaves` ({DType: [Expr]}),
+    of one of the dtypes `dts` (default: the leaves' dtypes)."""
+    dts = list(dts or leaves)
+    return st.tuples(st.integers(0, 2**32 - 1), st.sampled_from(dts)).map(
+        lambda sd: random_expr(random.Random(sd[0]), leaves, sd[1], depth))
 
 
 # ---------------------------------------------------------------- the program family

@@ -129,6 +129,17 @@ def _parse_expr(text: str, env: dict[str, Var]):
     return parse(src).body[0].body[0].value
 
 
+_LEAVES = {dtype(n): [Var(f"v_{n}", dtype(n))] for n in
+           ("float32", "float16", "int32", "int8", "uint16", "bool", "float64")}
+
+
+@given(S.scalar_exprs(_LEAVES, depth=5))
+def test_random_expressions_roundtrip(e):
+    env = {v.name: v for vs in _LEAVES.values() for v in vs}
+    back = _parse_expr(format_expr(e), env)
+    assert structural_equal(back, e), format_expr(e)
+
+
 @pytest.mark.parametrize("value,dt,text", [
     (1, "int32", "1"), (-3, "int32", "-3"), (5, "int64", "T.int64(5)"),
     (1.5, "float32", "1.5"), (-0.0, "float32", "-0.0"), (0.1, "float16", "T.float16(0.1)"),

@@ -272,3 +272,18 @@ def test_param_shape_uses_unbound_size():
 
 def test_invalid_name():
     fails(kernel(Let(Var("not ok"), c(1), loc=HERE)), "not a valid name")
+
+
+@pytest.mark.parametrize("value,dt", [(0.1, "float16"), (300, "int8"), (-1, "uint8"),
+                                      (float("inf"), "float8_e4m3fn"), (1e-50, "float32")])
+def test_unrepresentable_literal(value, dt):
+    lit = S.Const(value, dtype(dt))
+    fails(kernel(Let(Var("t", dtype(dt)), lit, loc=HERE)), f"is not a {dt} value")
+
+
+@pytest.mark.parametrize("value,dt", [(0.099975586, "float16"), (float("nan"), "float32"),
+                                      (-0.0, "bfloat16"), (448.0, "float8_e4m3fn"),
+                                      (-128, "int8")])
+def test_representable_literal(value, dt):
+    lit = S.Const(S.representable(value, dtype(dt)) if dtype(dt).is_float else value, dtype(dt))
+    verify(kernel(Let(Var("t", dtype(dt)), lit, loc=HERE)))
