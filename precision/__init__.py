@@ -7,6 +7,7 @@ codecs, block scaling and mixed-precision policies. Depends on numpy and ml_dtyp
 
 from tilepy.precision.blocks import SCHEMES, Quantized, dequantize, quantize
 from tilepy.precision.formats import FORMATS, Format, UnknownFormatError, get_format
+from tilepy.precision.gemm import ACCUMULATION, scaled_gemm
 from tilepy.precision.packing import pack, pack_nibbles, unpack, unpack_nibbles
 from tilepy.precision.rounding import (
     cast,
@@ -19,7 +20,7 @@ from tilepy.precision.rounding import (
 )
 
 __all__ = [
-    "SCHEMES", "Quantized", "dequantize", "quantize",
+    "SCHEMES", "Quantized", "dequantize", "quantize", "ACCUMULATION", "scaled_gemm",
     "FORMATS", "Format", "UnknownFormatError", "get_format",
     "cast", "compute_dtype", "decode", "encode", "random_bits", "round_to",
     "stochastic_round", "pack", "pack_nibbles", "unpack", "unpack_nibbles",
