@@ -14,7 +14,7 @@ from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import exprs
 from tilepy.frontend.values import StartPoint, describe, operand_region, region_of
 from tilepy.ir import stmt as S
-from tilepy.ir.expr import Buffer, Const, Region
+from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import Op
 from tilepy.ir.types import Scope, int32
 from tilepy.ir.types import dtype as to_dtype
@@ -291,6 +291,8 @@ def _atomic_add(tr, node, loc, name):
     a = Args(tr, node, ["dst", "value"], loc, "T.atomic_add")
     dst = region_of(a.operand("dst"), loc)
     val = a.operand("value")
+    if isinstance(val, StartPoint) and isinstance(dst, StartPoint):
+        val = Load(val.buffer, val.starts)  # element += element: a scalar atomic
     if isinstance(val, (Region, Buffer, StartPoint)):
         vr = region_of(val, loc)
         vr = operand_region(vr, _extents(dst), loc)
