@@ -65,6 +65,7 @@ class Communicator:
         self.node_size = max(1, node_size)
         self._seq = 0
         self._call = None
+        self._workspace = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} rank={self.rank} size={self.size}>"
@@ -83,6 +84,15 @@ class Communicator:
         return CollectiveMismatchError(
             f"rank {self.rank} expected {count} x {dtype} from rank {src} in {self._current} "
             f"but got {got}", hint=MISMATCH_HINT)
+
+    def workspace(self, n: int, dtype, layout: tuple) -> np.ndarray:
+        """A flat buffer reused by successive ring allreduces of the same size, dtype and
+        chunk layout (no page faults on every call); ring.reduce_scatter says why reuse is
+        safe. Another layout gets a fresh buffer (the old one may still be read)."""
+        key = (n, np.dtype(dtype).str, layout)
+        if self._workspace is None or self._workspace[0] != key:
+            self._workspace = (key, np.empty(n, dtype))
+        return self._workspace[1]
 
     # ----- point to point (user tags)
     def _check_peer(self, peer: int, what: str) -> None:

@@ -21,14 +21,22 @@ def split_chunks(x: np.ndarray, counts: list[int]) -> list[np.ndarray]:
     return [x[o:o + c] for o, c in zip(offs, counts)]
 
 
-def reduce_scatter(g, x: np.ndarray, op: str, counts: list[int]) -> list[np.ndarray]:
-    """Ring reduce-scatter; returns the chunk list, where chunk g.rank is fully reduced."""
+def reduce_scatter(g, x: np.ndarray, op: str, counts: list[int],
+                   scratch: np.ndarray | None = None) -> list[np.ndarray]:
+    """Ring reduce-scatter; returns the chunk list, where chunk g.rank is fully reduced.
+
+    `scratch` (n elements, reused across calls of one communicator) receives the partial
+    sums: a slot is rewritten only after every rank that reads it has moved on, because
+    this rank's next write to a slot waits, through the ring, on messages that the
+    readers send only after they finished the previous call.
+    """
     p, r = g.size, g.rank
     acc = split_chunks(x, counts)
+    slots = split_chunks(scratch, counts) if scratch is not None else [None] * p
     for s in range(p - 1):
         send_c, recv_c = (r - 1 - s) % p, (r - 2 - s) % p
         got = g.p2p_sendrecv(acc[send_c], (r + 1) % p, (r - 1) % p, counts[recv_c], x.dtype)
-        acc[recv_c] = combine(got, acc[recv_c], op)
+        acc[recv_c] = combine(got, acc[recv_c], op, out=slots[recv_c])
     return acc
 
 
@@ -47,7 +55,11 @@ def allgather(g, chunks: list[np.ndarray], counts: list[int], dtype) -> list[np.
 def allreduce(g, x: np.ndarray, op: str, chunking: str = "balanced", out=None) -> np.ndarray:
     """Ring allreduce = ring reduce-scatter then ring allgather, with `chunking` counts."""
     counts = COUNTS[chunking](x.size, g.size)
-    chunks = reduce_scatter(g, x, op, counts)
+    workspace = getattr(g, "workspace", None)
+    scratch = None
+    if workspace is not None and g.size > 1:
+        scratch = workspace(x.size, x.dtype, tuple(counts))
+    chunks = reduce_scatter(g, x, op, counts, scratch)
     chunks = allgather(g, chunks, counts, x.dtype)
     out = np.empty(x.size, x.dtype) if out is None else out
     for o, c, ch in zip(offsets(counts), counts, chunks):
