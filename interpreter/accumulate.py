@@ -1,0 +1,223 @@
+"""The accumulating tile ops: T.gemm, T.reduce_* and T.cumsum, in their defined order.
+
+Owns the accumulation order of the numerics contract (rule 4): k ascending from the
+accumulator, reductions ascending along the axis, one rounding per op in the accumulator's
+dtype. Each step applies the op table's ADD / MUL / MAX / MIN / ABS; the vectorised forms
+used for float32/float64 give exactly those sequential results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.errors import TileTypeError
+from tilepy.interpreter import access, regions, sanitize
+from tilepy.interpreter.state import Ctx
+from tilepy.interpreter.targets import Key
+from tilepy.interpreter.tileops import convert
+from tilepy.interpreter.trace import GemmEvent
+from tilepy.ir.ops import OPS, Op, reference
+from tilepy.ir.stmt import Cumsum, Gemm, Reduce, ReduceKind
+from tilepy.ir.types import DType, compute_dtype
+
+_PLAIN = (np.dtype(np.float32), np.dtype(np.float64))
+_CHUNK = 1 << 15  # accumulator elements per step: acc + product stay in L2
+
+
+def _plain(dt: DType) -> bool:
+    """float32/float64: numpy's own op is the table's op, rounded once, no extra step."""
+    return dt.np_dtype in _PLAIN
+
+
+def _values(ctx: Ctx, t: regions.Tile, src: DType, dst: DType) -> np.ndarray:
+    """A tile's values converted to `dst` (compute dtype)."""
+    return access.to_compute(convert(regions.read(ctx, t), src, dst), dst)
+
+
+# ---------------------------------------------------------------- gemm
+
+
+def _matrix(ctx: Ctx, t: regions.Tile, what: str) -> tuple[int, int]:
+    ext = [e for e in t.ext]
+    while len(ext) > 2 and 1 in ext:
+        ext.remove(1)
+    if len(ext) != 2:
+        raise TileTypeError(f"T.gemm needs 2-d tiles: expected {what} ({t.buf.name}) to be "
+                            f"a matrix; got a tile of shape {t.ext}", loc=ctx.loc)
+    return ext[0], ext[1]
+
+
+def gemm(ctx: Ctx, s: Gemm, sel, mask) -> None:
+    ta, tb, tc = (regions.resolve(ctx, r, sel, "gemm") for r in (s.a, s.b, s.c))
+    (ar, ac), (br, bc), (m, n) = (_matrix(ctx, t, w) for t, w in ((ta, "A"), (tb, "B"),
+                                                                  (tc, "C")))
+    (am, k), (bk, bn) = ((ac, ar) if s.transpose_a else (ar, ac)), \
+        ((bc, br) if s.transpose_b else (br, bc))
+    if (am, bn, bk) != (m, n, k):
+        raise TileTypeError(
+            f"T.gemm shapes do not fit: expected A ({m}, K), B (K, {n}) for C ({m}, {n}); "
+            f"got A {(am, k)}, B {(bk, bn)} after transposes", loc=ctx.loc)
+    cdt = s.c.buffer.dtype
+    a = _values(ctx, ta, s.a.buffer.dtype, cdt).reshape(ta.n, ar, ac)
+    b = _values(ctx, tb, s.b.buffer.dtype, cdt).reshape(tb.n, br, bc)
+    at = a if s.transpose_a else a.transpose(0, 2, 1)  # (n, K, M)
+    bt = b.transpose(0, 2, 1) if s.transpose_b else b  # (n, K, N)
+    acc = _in_place(ctx, s, tc, cdt, m, n)
+    if acc is not None:
+        _gemm_steps(np.ascontiguousarray(at), np.ascontiguousarray(bt), acc, cdt)
+    else:
+        acc = _accumulator(ctx, s, tc, cdt, m, n)
+        _gemm_steps(np.ascontiguousarray(at), np.ascontiguousarray(bt), acc, cdt)
+        regions.write(ctx, tc, access.to_storage(acc, cdt, cdt).reshape((tc.n,) + tc.ext))
+    _trace_gemm(ctx, s, tc, m, n, k)
+
+
+def _in_place(ctx: Ctx, s: Gemm, tc: regions.Tile, cdt: DType, m: int, n: int):
+    """C's own storage as the accumulator, when C is a whole float32/float64 block-local
+    buffer of every block in the batch (the common fragment case), else None."""
+    arr = ctx.storage(tc.buf)
+    if (tc.is_global or not _plain(cdt) or tc.n != ctx.B or arr.shape[1:] != tc.ext
+            or any(int(x) != 0 for x in tc.starts) or not arr.flags.c_contiguous):
+        return None
+    whole = Key((slice(None),))
+    if s.clear_accum:
+        arr[...] = 0
+        sanitize.mark_written(ctx, tc.buf, whole)
+    else:
+        sanitize.check_init(ctx, tc.buf, whole, None)
+    return arr.reshape(tc.n, m, n)
+
+
+def _accumulator(ctx: Ctx, s: Gemm, tc: regions.Tile, cdt: DType, m: int, n: int):
+    if s.clear_accum:
+        return np.zeros((tc.n, m, n), dtype=compute_dtype(cdt))
+    return np.array(_values(ctx, tc, cdt, cdt).reshape(tc.n, m, n))
+
+
+def _gemm_steps(at: np.ndarray, bt: np.ndarray, acc: np.ndarray, cdt: DType) -> None:
+    """acc[:, i, j] = acc + a[:, k, i] * b[:, k, j] for k ascending (in place)."""
+    nb, k, m = at.shape
+    n = bt.shape[2]
+    if k == 0:
+        return
+    if not _plain(cdt):
+        for kk in range(k):
+            p = reference(Op.MUL, [at[:, kk, :, None], bt[:, kk, None, :]], (cdt, cdt), cdt)
+            acc[...] = reference(Op.ADD, [acc, p], (cdt, cdt), cdt)
+        return
+    mul, add = OPS[Op.MUL].numpy, OPS[Op.ADD].numpy
+    step = max(1, _CHUNK // max(1, m * n))
+    for lo in range(0, nb, step):
+        hi = min(nb, lo + step)
+        c, a_, b_ = acc[lo:hi], at[lo:hi, :, :, None], bt[lo:hi, :, None, :]
+        tmp = np.empty_like(c)
+        for kk in range(k):
+            mul(a_[:, kk], b_[:, kk], out=tmp)
+            add(c, tmp, out=c)
+
+
+def _trace_gemm(ctx: Ctx, s: Gemm, tc: regions.Tile, m: int, n: int, k: int) -> None:
+    lst = ctx.shared.listener
+    if lst is None:
+        return
+    for p in tc.pos:
+        lst.on_gemm(GemmEvent(ctx.block_coords(int(ctx.lin[p])), s.a.buffer.name,
+                              s.b.buffer.name, s.c.buffer.name, m, n, k, 2 * m * n * k,
+                              ctx.loc))
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _identity(kind: ReduceKind, dt: DType, like: np.ndarray) -> np.ndarray:
+    if kind in (ReduceKind.SUM, ReduceKind.ABSSUM, ReduceKind.ABSMAX):
+        v = 0
+    elif dt.is_float:
+        v = -np.inf if kind is ReduceKind.MAX else np.inf
+    else:
+        v = int(dt.min_value) if kind is ReduceKind.MAX else int(dt.max_finite)
+    return np.asarray(v).astype(like.dtype)
+
+
+def reduce(ctx: Ctx, s: Reduce, sel, mask) -> None:
+    ts = regions.resolve(ctx, s.src, sel, "reduce")
+    td = regions.resolve(ctx, s.dst, sel, "reduce")
+    dt = s.dst.buffer.dtype
+    v = _values(ctx, ts, s.src.buffer.dtype, dt)
+    if not 0 <= s.dim < len(ts.ext):
+        raise TileTypeError(f"reduce dim out of range: expected 0 <= dim < {len(ts.ext)}; "
+                            f"got {s.dim}", loc=ctx.loc)
+    out_shape = tuple(e for d, e in enumerate(ts.ext) if d != s.dim)
+    _check_dst(ctx, td, out_shape)
+    if s.kind in (ReduceKind.ABSSUM, ReduceKind.ABSMAX):
+        v = reference(Op.ABS, [v], (dt,), dt)
+    v = np.moveaxis(v, s.dim + 1, -1)  # (n, ..., L): combine along the last axis
+    if s.clear:
+        init = np.broadcast_to(_identity(s.kind, dt, v), v.shape[:-1])
+    else:
+        init = _values(ctx, td, dt, dt).reshape(v.shape[:-1])
+    stacked = np.concatenate([init[..., None], v], axis=-1)
+    if s.kind in (ReduceKind.SUM, ReduceKind.ABSSUM):
+        out = _running_sum(stacked, dt)[..., -1]
+    else:
+        out = _extreme(stacked, dt, Op.MIN if s.kind is ReduceKind.MIN else Op.MAX)
+    regions.write(ctx, td, access.to_storage(out, dt, dt).reshape((td.n,) + td.ext))
+
+
+def _check_dst(ctx: Ctx, td: regions.Tile, want: tuple[int, ...]) -> None:
+    if int(np.prod(td.ext)) != int(np.prod(want)):
+        raise TileTypeError(f"reduce destination {td.buf.name} has the wrong shape: expected "
+                            f"{want}; got {td.ext}", loc=ctx.loc)
+
+
+def _running_sum(x: np.ndarray, dt: DType) -> np.ndarray:
+    """Prefix sums along the last axis, one table ADD per step, in order."""
+    if _plain(dt) or dt.is_int and dt.bits >= 8:
+        return OPS[Op.ADD].numpy.accumulate(x, axis=-1)  # sequential; ints wrap alike
+    out = np.array(x)
+    for j in range(1, x.shape[-1]):
+        out[..., j] = reference(Op.ADD, [out[..., j - 1], x[..., j]], (dt, dt), dt)
+    return out
+
+
+def _extreme(x: np.ndarray, dt: DType, op: Op) -> np.ndarray:
+    """The sequential fold of the table's MAX (or MIN) along the last axis: the first
+    element equal to the extreme (the sign of a zero comes from it), or the first NaN."""
+    if x.dtype.kind != "f":
+        acc = x[..., 0]
+        for j in range(1, x.shape[-1]):  # ints: the order cannot matter, but stay exact
+            acc = reference(op, [acc, x[..., j]], (dt, dt), dt)
+        return acc
+    m = np.max(x, axis=-1) if op is Op.MAX else np.min(x, axis=-1)
+    first = np.argmax(x == m[..., None], axis=-1)
+    out = np.take_along_axis(x, first[..., None], axis=-1)[..., 0]
+    nan = np.isnan(x)
+    if nan.any():
+        first_nan = np.argmax(nan, axis=-1)
+        out = np.where(nan.any(axis=-1),
+                       np.take_along_axis(x, first_nan[..., None], axis=-1)[..., 0], out)
+    return out
+
+
+# ---------------------------------------------------------------- cumsum
+
+
+def cumsum(ctx: Ctx, s: Cumsum, sel, mask) -> None:
+    ts = regions.resolve(ctx, s.src, sel, "cumsum")
+    td = regions.resolve(ctx, s.dst, sel, "cumsum")
+    dt = s.dst.buffer.dtype
+    v = _values(ctx, ts, s.src.buffer.dtype, dt)
+    if not 0 <= s.dim < len(ts.ext):
+        raise TileTypeError(f"cumsum dim out of range: expected 0 <= dim < {len(ts.ext)}; "
+                            f"got {s.dim}", loc=ctx.loc)
+    _check_dst(ctx, td, ts.ext)
+    v = np.moveaxis(v, s.dim + 1, -1)
+    if s.reverse:
+        v = v[..., ::-1]
+    zero = np.zeros(v.shape[:-1] + (1,), v.dtype)
+    out = _running_sum(np.concatenate([zero, v], axis=-1), dt)[..., 1:]
+    if s.reverse:
+        out = out[..., ::-1]
+    out = np.moveaxis(out, -1, s.dim + 1)
+    regions.write(ctx, td, access.to_storage(out, dt, dt).reshape((td.n,) + td.ext))
+

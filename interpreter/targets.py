@@ -1,0 +1,69 @@
+"""Element sets of an array, addressable the same way in any array of that shape.
+
+A `Target` names which elements a load or store touches (a numpy key, or tiles of a
+sliding-window view), so the data, the written-flags and the race record are indexed
+identically. It knows nothing about buffers, dtypes or blocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+
+class Key:
+    """`arr[key]`: basic or advanced numpy indexing."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def get(self, arr: np.ndarray) -> np.ndarray:
+        return arr[self.key]
+
+    def set(self, arr: np.ndarray, values) -> None:
+        arr[self.key] = values
+
+    def flat_index(self, shape) -> np.ndarray:
+        return np.arange(int(np.prod(shape))).reshape(shape)[self.key]
+
+    def disjoint(self) -> bool:
+        """Whether the key can name an element twice: unknown for arrays, so False."""
+        return all(isinstance(k, (int, slice)) for k in
+                   (self.key if isinstance(self.key, tuple) else (self.key,)))
+
+
+class Windows:
+    """Tiles of `window` shape (over the trailing axes) starting at `starts`:
+    `sliding_window_view(arr, window)[starts]`, shape `starts' shape + window`.
+
+    `lead` leading axes are indexed directly (not windowed), e.g. the batch axis."""
+
+    def __init__(self, window: tuple[int, ...], starts: tuple, lead: int = 0):
+        self.window = window
+        self.starts = starts
+        self.lead = lead
+
+    def _view(self, arr: np.ndarray, writeable: bool) -> np.ndarray:
+        axes = tuple(range(self.lead, arr.ndim))
+        return sliding_window_view(arr, self.window, axis=axes, writeable=writeable)
+
+    def get(self, arr: np.ndarray) -> np.ndarray:
+        return self._view(arr, False)[self.starts]
+
+    def set(self, arr: np.ndarray, values) -> None:
+        self._view(arr, True)[self.starts] = values
+
+    def flat_index(self, shape) -> np.ndarray:
+        return self.get(np.arange(int(np.prod(shape))).reshape(shape))
+
+    def disjoint(self) -> bool:
+        """Whether no element is in two of the tiles: starts on one grid of the window
+        (per dimension, differences are multiples of the window) and all distinct."""
+        st = [np.asarray(s).reshape(-1) for s in self.starts[self.lead:]]
+        if not st or st[0].size <= 1:
+            return True
+        for s, w in zip(st, self.window):
+            if np.any((s - s[0]) % w):
+                return False
+        rows = np.stack(np.broadcast_arrays(*st), axis=1)
+        return len(np.unique(rows, axis=0)) == len(rows)
