@@ -43,10 +43,13 @@ def pingpong(comm, sizes: list[int], reps: int = 20) -> list[tuple[int, float]]:
 
 
 def fit_alpha_beta(samples: list[tuple[int, float]]) -> tuple[float, float]:
-    """Least-squares fit of t = alpha + n * beta (both clipped at 0)."""
+    """Fit of t = alpha + n * beta minimising RELATIVE error (so the small sizes fix alpha
+    and the large ones beta); both clipped at 0."""
     n = np.array([s[0] for s in samples], float)
     t = np.array([s[1] for s in samples], float)
-    a, b = np.linalg.lstsq(np.stack([np.ones_like(n), n], 1), t, rcond=None)[0]
+    w = 1.0 / t
+    design = np.stack([np.ones_like(n), n], 1) * w[:, None]
+    a, b = np.linalg.lstsq(design, t * w, rcond=None)[0]
     return max(float(a), 0.0), max(float(b), 0.0)
 
 

@@ -1,0 +1,37 @@
+"""Calibration fits and the MPICH replay table (pure parts; MPI runs are in test_mpi.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.parallel.helpers import inputs, launch, same_bits
+from tilepy.parallel import CommArgumentError, calibrate, replay, spec
+
+
+def test_fit_recovers_alpha_beta_exactly():
+    a, b = 3e-6, 1 / 5e9
+    samples = [(n, a + n * b) for n in (8, 1024, 1 << 16, 1 << 20, 1 << 23)]
+    fa, fb = calibrate.fit_alpha_beta(samples)
+    assert fa == pytest.approx(a, rel=1e-6) and fb == pytest.approx(b, rel=1e-6)
+
+
+def test_pingpong_and_sweep_on_local_ranks():
+    def body(comm):
+        pp = calibrate.pingpong(comm, [8, 1 << 16], reps=3)
+        sw = calibrate.allreduce_sweep(comm, [64, 4096], ["ring", "tree"], reps=3)
+        return pp, sw
+
+    pp, sw = launch(body, 3)[0]
+    assert [n for n, _ in pp] == [8, 1 << 16] and all(t > 0 for _, t in pp)
+    assert set(sw) == {("ring", 64), ("tree", 64), ("ring", 4096), ("tree", 4096)}
+    assert calibrate.measure_gamma(1 << 20, reps=2) > 0
+
+
+def test_replay_table_and_errors():
+    xs = inputs(4, 9, np.float32, seed=1)
+    assert same_bits(replay.mpich_allreduce(xs), (xs[0] + xs[1]) + (xs[2] + xs[3]))
+    assert same_bits(replay.mpich_allreduce(xs, "ring"), spec.ring(xs, "sum", "ceil"))
+    assert replay.tilepy_algorithm("reduce_scatter_allgather") == "rabenseifner"
+    with pytest.raises(CommArgumentError, match="replayed"):
+        replay.tilepy_algorithm("knomial")
