@@ -132,8 +132,7 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
     arrays: dict[str, np.ndarray] = {}
     for buf, arr in zip(inputs, args):
         arrays[buf.name] = _check_array(func, buf, arr, sizes, loc)
-    for buf, arr in zip(inputs, args):
-        _check_derived_dims(func, buf, arr.shape, sizes, loc)
+    _bind_derived(func, inputs, args, sizes, loc)
     for i in func.out_idx:
         buf = func.params[i]
         arrays[buf.name] = np.zeros(_output_shape(func, buf, sizes, loc), buf.dtype.np_dtype)
@@ -169,14 +168,43 @@ def _check_array(func, buf: Buffer, arr, sizes: dict, loc: Loc) -> np.ndarray:
     return arr
 
 
-def _check_derived_dims(func, buf: Buffer, shape, sizes: dict, loc: Loc) -> None:
-    for dim, (want, got) in enumerate(zip(buf.shape, shape)):
-        if isinstance(want, Call):
-            value = eval_index(want, sizes)
-            if value != got:
-                raise ArgumentError(
-                    f"{func.name}: argument {buf.name} expected dimension {dim} to be "
-                    f"{_fmt(want)} = {value}; got {got}", loc)
+def _free_vars(e: Expr, sizes: dict) -> set[str]:
+    if isinstance(e, Var):
+        return set() if e.name in sizes else {e.name}
+    if isinstance(e, Call):
+        return set().union(*(_free_vars(a, sizes) for a in e.args))
+    return set()
+
+
+def _bind_derived(func, inputs, args, sizes: dict, loc: Loc) -> None:
+    """Dimensions given by expressions (`N * 2`, `T.ceildiv(K, 128)`): solve those that
+    are linear in one unbound size, then check every one of them."""
+    pending = [(buf, dim, want, got) for buf, arr in zip(inputs, args)
+               for dim, (want, got) in enumerate(zip(buf.shape, arr.shape))
+               if isinstance(want, Call)]
+    progress = True
+    while progress:
+        progress = False
+        for _buf, _dim, want, got in pending:
+            free = _free_vars(want, sizes)
+            if len(free) == 1:
+                name = free.pop()
+                b = eval_index(want, {**sizes, name: 0})
+                a = eval_index(want, {**sizes, name: 1}) - b
+                if a != 0 and (got - b) % a == 0:
+                    sizes[name] = (got - b) // a
+                    progress = True
+    for buf, dim, want, got in pending:
+        if _free_vars(want, sizes):
+            raise ArgumentError(
+                f"{func.name}: cannot tell {', '.join(sorted(_free_vars(want, sizes)))} "
+                f"from argument {buf.name} (dimension {dim} is {_fmt(want)} = {got})", loc,
+                hint="give that size its own dimension in some argument")
+        value = eval_index(want, sizes)
+        if value != got:
+            raise ArgumentError(
+                f"{func.name}: argument {buf.name} expected dimension {dim} to be "
+                f"{_fmt(want)} = {value}; got {got}", loc)
 
 
 def _output_shape(func, buf: Buffer, sizes: dict, loc: Loc) -> tuple[int, ...]:

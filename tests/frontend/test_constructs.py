@@ -187,3 +187,23 @@ def test_edge_tiles_for_any_size(n):
     from tilepy.kernels import vector_add
     x = np.arange(n, dtype=np.float32)
     assert np.array_equal(_interp(vector_add(32), x, x), 2 * x)
+
+
+def test_eager_shapes_may_be_expressions_of_sizes():
+    @tilepy.jit
+    def pairsum(X, block: int = 32):
+        N = T.const("N")
+        X: T.Tensor((N * 2,), "float32")
+        Y = T.empty((N,), "float32")
+        with T.Kernel(T.ceildiv(N, block)) as bx:
+            for i in T.Parallel(block):
+                j = bx * block + i
+                if j < N:
+                    Y[j] = X[2 * j] + X[2 * j + 1]
+        return Y
+
+    x = np.arange(70, dtype=np.float32)
+    with tilepy.backend("interp"):
+        assert np.array_equal(pairsum(x), x[0::2] + x[1::2])
+        with pytest.raises(tilepy.ArgumentError, match=r"N \* 2"):
+            pairsum(np.arange(7, dtype=np.float32))
