@@ -38,8 +38,8 @@ class Builtin:
         )
 
 
-def _ceildiv(a: int, b: int) -> int:
-    return -(-a // b)
+def _ceildiv(a, b):
+    return (a + b - 1) // b
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,33 @@ class SymbolicSize:
 
     def __repr__(self) -> str:
         return self.name
+
+
+class SizeExpr:
+    """Arithmetic on symbolic sizes before a kernel body exists (`T.Tensor((M * 2,), ...)`):
+    recorded here, turned into IR by the front end."""
+
+    def __init__(self, op: str, args: tuple):
+        self.op, self.args = op, args
+
+    def __repr__(self) -> str:
+        return f"({self.args[0]!r} {self.op} {self.args[1]!r})"
+
+
+def _size_op(op: str, swap: bool = False):
+    def method(self, other):
+        if not isinstance(other, (int, SymbolicSize, SizeExpr)):
+            return NotImplemented
+        return SizeExpr(op, (other, self) if swap else (self, other))
+
+    return method
+
+
+for _cls in (SymbolicSize, SizeExpr):
+    for _op, _name in (("+", "add"), ("-", "sub"), ("*", "mul"), ("//", "floordiv"),
+                       ("%", "mod")):
+        setattr(_cls, f"__{_name}__", _size_op(_op))
+        setattr(_cls, f"__r{_name}__", _size_op(_op, swap=True))
 
 
 def symbolic(name: str, dtype: str = "int32") -> SymbolicSize:

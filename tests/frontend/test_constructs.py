@@ -207,3 +207,22 @@ def test_eager_shapes_may_be_expressions_of_sizes():
         assert np.array_equal(pairsum(x), x[0::2] + x[1::2])
         with pytest.raises(tilepy.ArgumentError, match=r"N \* 2"):
             pairsum(np.arange(7, dtype=np.float32))
+
+
+N_SIZE = T.symbolic("N")
+
+
+@T.prim_func
+def interleave(X: T.Tensor((N_SIZE * 2,), "float32"), Y: T.Tensor((N_SIZE,), "float32")):
+    with T.Kernel(T.ceildiv(N_SIZE, 16)) as bx:
+        for i in T.Parallel(16):
+            j = bx * 16 + i
+            if j < N_SIZE:
+                Y[j] = X[2 * j] - X[2 * j + 1]
+
+
+def test_arithmetic_on_symbolic_sizes_in_annotations():
+    x = np.arange(42, dtype=np.float32) ** 2
+    y = np.zeros(21, np.float32)
+    _interp(interleave, x, y)
+    assert np.array_equal(y, x[0::2] - x[1::2])

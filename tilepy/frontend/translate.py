@@ -17,8 +17,9 @@ from tilepy.frontend.source import Source
 from tilepy.frontend.values import DataRef, describe
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Var
+from tilepy.ir.ops import Op
 from tilepy.ir.types import Scope, int32
-from tilepy.language import Builtin, SymbolicSize, TensorSpec
+from tilepy.language import Builtin, SizeExpr, SymbolicSize, TensorSpec
 
 _LOOPS = {"Parallel": S.ForKind.PARALLEL, "Pipelined": S.ForKind.PIPELINED,
           "serial": S.ForKind.SERIAL, "unroll": S.ForKind.UNROLLED}
@@ -65,7 +66,8 @@ class Translator(ExpressionMixin):
                 return scope[name][0]
         if name in self.env:
             value = self.env[name]
-            return self.size_expr(value, loc) if isinstance(value, SymbolicSize) else value
+            is_size = isinstance(value, (SymbolicSize, SizeExpr))
+            return self.size_expr(value, loc) if is_size else value
         raise TileSyntaxError(f"name {name!r} is not defined", loc)
 
     def bind(self, name: str, value) -> None:
@@ -129,6 +131,10 @@ class Translator(ExpressionMixin):
             if s.name not in self.sizes:
                 self.sizes[s.name] = Var(self.unique(s.name), s.dtype)
             return self.sizes[s.name]
+        if isinstance(s, SizeExpr):
+            ops = {"+": Op.ADD, "-": Op.SUB, "*": Op.MUL, "//": Op.FLOORDIV, "%": Op.MOD}
+            args = [self.size_expr(a, loc) for a in s.args]
+            return exprs.call(ops[s.op], args, loc)
         if exprs.is_ir(s) or isinstance(s, int):
             return exprs.index_expr(s, loc)
         raise TileTypeError(f"a tensor dimension must be an int or a symbolic size; got "
@@ -436,7 +442,6 @@ class Translator(ExpressionMixin):
     def call_python_on_ir(self, fn, args, kwargs, node, loc):
         import builtins as py
 
-        from tilepy.ir.ops import Op
         if fn in (py.min, py.max) and len(args) >= 2 and not kwargs:
             op = Op.MIN if fn is py.min else Op.MAX
             out = args[0]
