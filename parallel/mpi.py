@@ -29,7 +29,15 @@ _U8 = np.dtype(np.uint8)
 
 
 def import_mpi():
-    """mpi4py's MPI module, or a clear error saying how to install it."""
+    """mpi4py's MPI module, or a clear error saying how to install it.
+
+    With more ranks than cores (PMI_SIZE from the launcher), MPICH's busy-wait loops starve
+    each other; unless the user chose otherwise, let them yield (measured here at 4 ranks
+    on 2 cores: 3.3 ms -> 0.9 ms per small allreduce). Read by MPI_Init, so set it first.
+    """
+    size = int(os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or 0)
+    if size > (os.cpu_count() or 1):
+        os.environ.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
     try:
         from mpi4py import MPI
     except ImportError as exc:

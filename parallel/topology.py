@@ -102,15 +102,16 @@ def _parse_cpulist(text: str) -> list[int]:
 
 def detect(comm=None, ranks_per_numa: int | None = None) -> Topology:
     """This machine's levels: ranks per NUMA node, NUMA nodes per host, and (with an MPI
-    communicator) hosts, from the ranks' host names."""
+    communicator) hosts, counted from the ranks' host names. With a communicator the
+    ranks are spread evenly (so oversubscribed ranks still fit); without, one per CPU."""
     nodes = numa_nodes()
-    per_numa = ranks_per_numa or len(nodes[0])
-    levels = [Level("numa", per_numa, LOCAL_ALPHA, LOCAL_BETA),
+    hosts = 1
+    if comm is not None and comm.backend == "mpi":
+        hosts = len(set(comm.mcomm.allgather(socket.gethostname())))
+    if ranks_per_numa is None:
+        ranks_per_numa = -(-comm.size // (hosts * len(nodes))) if comm else len(nodes[0])
+    levels = [Level("numa", ranks_per_numa, LOCAL_ALPHA, LOCAL_BETA),
               Level("host", len(nodes), 2 * LOCAL_ALPHA, 2 * LOCAL_BETA)]
     if comm is not None and comm.backend == "mpi":
-        names = comm.mcomm.allgather(socket.gethostname())
-        hosts = len(set(names))
-        levels[0] = Level("numa", max(1, comm.size // hosts // len(nodes)), LOCAL_ALPHA,
-                          LOCAL_BETA)
         levels.append(Level("network", hosts, 20e-6, 1 / 10e9))
     return Topology(tuple(levels), LOCAL_GAMMA, {"numa_cpus": nodes})

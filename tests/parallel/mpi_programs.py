@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 import tilepy.parallel as tp
+from tilepy.parallel import topology
 
 DTYPES = {"float32": np.float32, "float64": np.float64, "bfloat16": ml_dtypes.bfloat16}
 
@@ -57,6 +58,8 @@ def api(comm):
     sub = comm.split(r % 2, key=-r)
     res["split"] = [sub.rank, sub.size, int(sub.allreduce(np.array([r]))[0])]
     comm.barrier()
+    topo = topology.detect(comm)
+    res["topology"] = [lv.name for lv in topo.levels] + [topo.world_size >= comm.size]
     return res
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -16,6 +19,14 @@ def test_launch_returns_results_in_rank_order():
     assert launch(lambda c: (c.rank, c.size, c.backend), 3) == [
         (0, 3, "local"), (1, 3, "local"), (2, 3, "local")]
     assert tp.detect_backend() == "local"
+
+
+def test_import_does_not_load_numba_or_mpi4py():
+    code = ("import sys, tilepy, tilepy.parallel; "
+            "print(any(m in sys.modules for m in ('numba', 'mpi4py')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
 
 
 def test_errors_are_tilepy_errors():
