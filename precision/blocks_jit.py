@@ -19,25 +19,34 @@ from tilepy.precision.formats import get_format
 
 
 def _mx_element(elem: str):
-    """njit (x, scale code) -> element code, as blocks._mx computes it."""
+    """(njit (x, multiplier) -> element code, njit scale code -> multiplier), as blocks._mx
+    computes them: float elements x * 2^(127 - code) in float32; MXINT8 x * 2^(133 - code)
+    in float64, rounded to an integer (ties to even) and clamped."""
     if get_format(elem).is_int:
         imax = float(blocks.MXINT8_MAX)
         rne = 1.5 * 2.0**52  # (v + rne) - rne rounds |v| < 2^51 to an integer, ties to even
 
         @numba.njit(inline="always")
-        def int_code(x, code):
-            v = np.float64(x) * math.ldexp(1.0, 133 - code)
-            q = min(max((v + rne) - rne, -imax), imax)
+        def int_mult(code):
+            return math.ldexp(1.0, 133 - code)
+
+        @numba.njit(inline="always")
+        def int_code(x, mult):
+            q = min(max((np.float64(x) * mult + rne) - rne, -imax), imax)
             return np.uint8(np.int64(q) & 0xFF)
 
-        return int_code
+        return int_code, int_mult
     enc = encoder(elem, True)
 
     @numba.njit(inline="always")
-    def float_code(x, code):
-        return enc(x * np.float32(math.ldexp(1.0, 127 - code)))
+    def float_mult(code):
+        return np.float32(math.ldexp(1.0, 127 - code))
 
-    return float_code
+    @numba.njit(inline="always")
+    def float_code(x, mult):
+        return enc(x * mult)
+
+    return float_code, float_mult
 
 
 @lru_cache(maxsize=None)
@@ -45,7 +54,7 @@ def _mx_kernel(elem: str, emax: int, rceil: bool):
     f = get_format(elem)
     elem_max = blocks.MXINT8_MAX / 64 if f.is_int else f.max_finite
     log2_max = int(np.floor(np.log2(elem_max)))
-    elem_code = _mx_element(elem)
+    elem_code, elem_mult = _mx_element(elem)
 
     @numba.njit(inline="always")
     def scale_code(amax):
@@ -73,9 +82,10 @@ def _mx_kernel(elem: str, emax: int, rceil: bool):
                 continue
             code = scale_code(amax)
             scales[bi, bj] = code
+            mult = elem_mult(code)
             for i in range(bi * r, bi * r + r):
                 for j in range(bj * c, bj * c + c):
-                    codes[i, j] = elem_code(x[i, j], code)
+                    codes[i, j] = elem_code(x[i, j], mult)
 
     return run
 
