@@ -24,6 +24,7 @@ from tilepy.parallel import calibrate
 MIB = 1 << 20
 SIZES = [8, 64, 512, 4096, 32768, 262144, MIB, 4 * MIB, 16 * MIB, 64 * MIB]
 QUICK = [8, 4096, MIB, 16 * MIB]
+MODEL_SIZES = [4096, 256 << 10, 4 * MIB, 16 * MIB]
 
 
 def reps_for(nbytes: int) -> int:
@@ -90,15 +91,22 @@ def model_rows(comm, sizes, algs):
     return fit
 
 
+def _gbs(per_byte: float) -> str:
+    return f"{1 / per_byte / 1e9:.2f} GB/s" if per_byte > 0 else "inf"
+
+
 def model_table(title, p, fit) -> str:
-    lines = [f"## cost model vs measured: {title}, {p} ranks (alpha {fit['alpha'] * 1e6:.2f} us,"
-             f" beta {1 / max(fit['beta'], 1e-30) / 1e9:.2f} GB/s, gamma "
-             f"{1 / fit['gamma'] / 1e9:.2f} GB/s)",
-             "| algorithm | size | predicted us | measured us | measured/predicted |",
-             "|---|---:|---:|---:|---:|"]
-    for alg, n, pred, meas in fit["rows"]:
-        lines.append(f"| {alg} | {n} | {pred * 1e6:.1f} | {meas * 1e6:.1f} | "
-                     f"{meas / pred if pred else float('nan'):.2f} |")
+    sa, sb, sg = fit["sweep_fit"]
+    lines = [f"## cost model vs measured: {title}, {p} ranks",
+             f"ping-pong fit: alpha {fit['alpha'] * 1e6:.2f} us, 1/beta {_gbs(fit['beta'])}; "
+             f"timed adds: 1/gamma {_gbs(fit['gamma'])}. Sweep fit: alpha {sa * 1e6:.2f} us, "
+             f"1/beta {_gbs(sb)}, 1/gamma {_gbs(sg)}",
+             "| algorithm | size | predicted (ping-pong) us | predicted (sweep fit) us | "
+             "measured us | measured/predicted (ping-pong) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for alg, n, pred, pred_sweep, meas in fit["rows"]:
+        lines.append(f"| {alg} | {n} | {pred * 1e6:.1f} | {pred_sweep * 1e6:.1f} | "
+                     f"{meas * 1e6:.1f} | {meas / pred if pred else float('nan'):.2f} |")
     return "\n".join(lines)
 
 
@@ -106,7 +114,7 @@ def worker(sizes):
     """Under mpiexec: MPI native, tilepy ring, mpi4py direct; then the model comparison."""
     def body(comm):
         res = sweep(comm, sizes, ["native", "ring", "mpi4py.Allreduce"])
-        fit = model_rows(comm, [MIB, 16 * MIB], ["ring", "recursive_doubling"])
+        fit = model_rows(comm, MODEL_SIZES, ["ring", "recursive_doubling"])
         return res, fit
 
     out = tp.launch(body)
@@ -127,6 +135,33 @@ def run_mpi(p, sizes, quick):
     return json.loads(line[0][7:])
 
 
+def overlap_demo(p: int = 2) -> str:
+    """Exposed-communication fraction of the overlap engine on a toy backward pass."""
+    from tilepy.parallel.overlap import BucketReducer
+
+    params = [(f"w{i}", (512, 512), np.float32) for i in range(8)]  # 1 MiB each
+
+    def body(comm):
+        red = BucketReducer(comm, params, cap_bytes=2 * MIB)
+        g = np.ones((512, 512), np.float32)
+        a = np.ones(1 << 20)
+        t0 = time.perf_counter()
+        for name, _, _ in reversed(params):
+            with red.timeline.span(f"backward {name}"):
+                for _ in range(10):
+                    np.sqrt(a, out=a)  # stands for backward compute (releases the GIL)
+            red.ready(name, g)
+        red.wait()
+        step = time.perf_counter() - t0
+        red.close()
+        return red.exposed_fraction(), red.exposed, step, red.timeline.busy("comm")
+
+    frac, exposed, step, busy = tp.launch(body, p)[0]
+    return (f"overlap engine, {p} local ranks, 8 x 1 MiB gradients in 2 MiB buckets: step "
+            f"{step * 1e3:.1f} ms, communication busy {busy * 1e3:.1f} ms, exposed "
+            f"{exposed * 1e3:.1f} ms (fraction {frac:.2f})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -141,10 +176,16 @@ def main():
     for p in (2, 4):
         res = tp.launch(lambda c: sweep(c, sizes, ["ring", "rabenseifner", "tree"]), p)[0]
         print(table("local backend (threads)", p, sizes, res))
-        big = res["ring"][-1]
-        busbw = sizes[-1] / big * 2 * (p - 1) / p
-        print(f"\nlocal ring at {sizes[-1]} B: busbw {busbw / 1e9:.3f} GB/s = "
-              f"{busbw / bw:.0%} of memory bandwidth\n")
+        big, n = res["ring"][-1], sizes[-1]
+        busbw = n / big * 2 * (p - 1) / p
+        traffic = p * n * (3 * (p - 1) / p + 2)  # adds read 2 + write 1, final copy r + w
+        print(f"\nlocal ring at {n} B: busbw {busbw / 1e9:.3f} GB/s = {busbw / bw:.0%} of "
+              f"memory bandwidth; memory traffic of the algorithm {traffic / big / 1e9:.2f} "
+              f"GB/s = {traffic / big / bw:.0%} of it\n")
+        fit = tp.launch(lambda c: model_rows(c, MODEL_SIZES, ["ring", "recursive_doubling"]),
+                        p)[0]
+        print(model_table("local", p, fit) + "\n")
+    print(overlap_demo() + "\n")
     if args.no_mpi:
         return
     for p in (2, 4):

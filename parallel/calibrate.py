@@ -72,12 +72,32 @@ def allreduce_sweep(comm, sizes: list[int], algorithms: list[str], reps: int = 5
     return out
 
 
+def _coefficients(alg: str, p: int, n: float) -> list[float]:
+    """Multipliers of (alpha, beta, gamma) in flat_cost: the cost is linear in them."""
+    return [flat_cost(alg, p, n, 1.0, 0.0, 0.0), flat_cost(alg, p, n, 0.0, 1.0, 0.0),
+            flat_cost(alg, p, n, 0.0, 0.0, 1.0)]
+
+
+def fit_from_sweep(measured: dict, p: int) -> tuple[float, float, float]:
+    """Least-squares (relative error) alpha, beta, gamma from allreduce sweeps of several
+    algorithms ({(alg, bytes): seconds}); beta and gamma separate only when the sweep
+    holds algorithms that weigh them differently (e.g. ring and recursive doubling)."""
+    rows = [_coefficients(a, p, n) for (a, n) in measured]
+    t = np.array(list(measured.values()))
+    design = np.array(rows) / t[:, None]
+    coef = np.linalg.lstsq(design, np.ones_like(t), rcond=None)[0]
+    return tuple(max(float(c), 0.0) for c in coef)
+
+
 def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5):
     """Fit alpha/beta/gamma here, then rows (alg, bytes, predicted s, measured s)."""
     pp = pingpong(comm, [8, 1 << 10, 64 << 10, 1 << 20, 8 << 20], reps=10)
     alpha, beta = fit_alpha_beta(pp)
     gamma = measure_gamma()
     measured = allreduce_sweep(comm, sizes, algorithms, reps)
-    rows = [(alg, n, flat_cost(alg, comm.size, n, alpha, beta, gamma), measured[(alg, n)])
+    sweep_fit = fit_from_sweep(measured, comm.size) if comm.size > 1 else (0.0, 0.0, 0.0)
+    rows = [(alg, n, flat_cost(alg, comm.size, n, alpha, beta, gamma),
+             flat_cost(alg, comm.size, n, *sweep_fit), measured[(alg, n)])
             for (alg, n) in measured]
-    return {"alpha": alpha, "beta": beta, "gamma": gamma, "pingpong": pp, "rows": rows}
+    return {"alpha": alpha, "beta": beta, "gamma": gamma, "pingpong": pp,
+            "sweep_fit": sweep_fit, "rows": rows}

@@ -24,28 +24,36 @@ class World:
 
     def __init__(self, size: int, timeout: float):
         self.size, self.timeout = size, timeout
-        self.cond = threading.Condition()
-        self.boxes: dict[tuple, deque] = {}
+        self.lock = threading.Lock()
+        self.boxes: dict[tuple, tuple[deque, threading.Condition]] = {}
         self.failed: tuple[int, BaseException] | None = None
         self.failed_at = 0.0
         self.exited = [False] * size
 
+    def _box(self, key: tuple) -> tuple[deque, threading.Condition]:
+        """The mailbox and its condition (sharing the world's lock); call with the lock."""
+        box = self.boxes.get(key)
+        if box is None:
+            box = self.boxes[key] = (deque(), threading.Condition(self.lock))
+        return box
+
     def put(self, key: tuple, item) -> None:
-        with self.cond:
-            self.boxes.setdefault(key, deque()).append(item)
-            self.cond.notify_all()
+        with self.lock:
+            items, cond = self._box(key)
+            items.append(item)
+            cond.notify()  # only this mailbox's reader wakes
 
     def get(self, key: tuple, me: int, peer: int, what: str, abortable: bool = True):
         """Pop the next item of a mailbox; `abortable=False` keeps waiting after a failure
         elsewhere (the debug check's messages are all sent, so every rank sees them)."""
         deadline = time.monotonic() + self.timeout
-        with self.cond:
+        with self.lock:
+            items, cond = self._box(key)
             while True:
-                box = self.boxes.get(key)
-                if box:
-                    return box.popleft()
+                if items:
+                    return items.popleft()
                 self._raise_if_stuck(me, peer, what, deadline, abortable)
-                self.cond.wait(min(1.0, max(deadline - time.monotonic(), 1e-3)))
+                cond.wait(min(1.0, max(deadline - time.monotonic(), 1e-3)))
 
     def _raise_if_stuck(self, me, peer, what, deadline, abortable) -> None:
         if self.failed is not None and abortable:
@@ -63,17 +71,21 @@ class World:
                 hint="a rank is stuck or called a different collective; raise the timeout "
                      "if the work between calls is long")
 
+    def _wake_all(self) -> None:
+        for _, cond in self.boxes.values():
+            cond.notify_all()
+
     def fail(self, rank: int, exc: BaseException) -> None:
-        with self.cond:
+        with self.lock:
             if self.failed is None or (isinstance(self.failed[1], CommAbortedError)
                                        and not isinstance(exc, CommAbortedError)):
                 self.failed, self.failed_at = (rank, exc), time.monotonic()
-            self.cond.notify_all()
+            self._wake_all()
 
     def exit(self, rank: int) -> None:
-        with self.cond:
+        with self.lock:
             self.exited[rank] = True
-            self.cond.notify_all()
+            self._wake_all()
 
 
 class LocalComm(Communicator):

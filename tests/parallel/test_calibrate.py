@@ -16,6 +16,15 @@ def test_fit_recovers_alpha_beta_exactly():
     assert fa == pytest.approx(a, rel=1e-6) and fb == pytest.approx(b, rel=1e-6)
 
 
+def test_fit_from_sweep_separates_beta_and_gamma():
+    from tilepy.parallel.cost import flat_cost
+    a, b, g, p = 4e-6, 1 / 3e9, 1 / 7e9, 4
+    measured = {(alg, n): flat_cost(alg, p, n, a, b, g)
+                for alg in ("ring", "recursive_doubling") for n in (64, 1 << 16, 1 << 22)}
+    fa, fb, fg = calibrate.fit_from_sweep(measured, p)
+    assert (fa, fb, fg) == pytest.approx((a, b, g), rel=1e-6)
+
+
 def test_pingpong_and_sweep_on_local_ranks():
     def body(comm):
         pp = calibrate.pingpong(comm, [8, 1 << 16], reps=3)
