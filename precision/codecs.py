@@ -78,38 +78,39 @@ def decode_table(fmt) -> np.ndarray:
 
 
 def _make_encoder(s: CodeSpec, saturate: bool):
+    U = np.uint32  # all arithmetic in uint32 (numba widens to 64 bits otherwise)
     M = s.man_bits
-    drop = 23 - M
-    half_m1 = (1 << (drop - 1)) - 1
-    rebias = (127 - s.bias) << M
-    min_norm_bits = 0 if s.exp_bits == 8 else (s.emin + 127) << 23
+    drop = U(23 - M)
+    half_m1 = U((1 << (23 - M - 1)) - 1)
+    rebias = U((127 - s.bias) << M)
+    min_norm_bits = U(0 if s.exp_bits == 8 else (s.emin + 127) << 23)
     magic = np.float32(2.0 ** (s.emin - M + 23))
-    magic_bits = int(magic.view(np.uint32))
-    max_code, sign_bit, fnuz = s.max_code, s.sign_bit, s.fnuz
-    ovf_pos = max_code if saturate else s.ovf_pos
-    ovf_neg = (sign_bit | max_code) if saturate else s.ovf_neg
-    nan_pos, nan_neg, payload = s.nan_pos, s.nan_neg, s.nan_rule == "payload"
+    magic_bits = U(magic.view(np.uint32))
+    max_code, sign_bit, fnuz = U(s.max_code), U(s.sign_bit), s.fnuz
+    ovf = max_code if saturate else U(s.ovf_pos)  # the overflow code's magnitude part
+    assert saturate or s.ovf_neg == s.sign_bit | s.ovf_pos
+    nan_pos, nan_neg, payload = U(s.nan_pos), U(s.nan_neg), s.nan_rule == "payload"
     out_t = np.uint8 if s.bits <= 8 else np.uint16
 
     @numba.njit(inline="always")
     def encode(x):
         b = f32_bits(np.float32(x))
-        a = b & np.uint32(0x7FFFFFFF)
-        neg = b >> np.uint32(31)
-        if a > 0x7F800000:
-            if payload:
-                p = (a >> 13) & 0x3FF
-                return out_t((neg << 15) | 0x7C00 | (p if p != 0 else 1))
-            return out_t(nan_neg if neg else nan_pos)
-        if a >= min_norm_bits:
-            code = ((a + half_m1 + ((a >> drop) & 1)) >> drop) - rebias
-        else:
-            code = f32_bits(bits_f32(a) + magic) - magic_bits
-        if code > max_code:
-            return out_t(ovf_neg if neg else ovf_pos)
+        a = b & U(0x7FFFFFFF)
+        neg = b >> U(31)
+        norm = U(U(U(a + half_m1) + U((a >> drop) & U(1))) >> drop) - rebias
+        sub = U(f32_bits(bits_f32(a) + magic) - magic_bits)
+        code = U(norm) if a >= min_norm_bits else sub
+        code = ovf if code > max_code else code
+        res = code | (sign_bit if neg else U(0))
         if fnuz and code == 0:
-            return out_t(0)
-        return out_t(code | (sign_bit if neg else 0))
+            res = U(0)
+        if a > U(0x7F800000):
+            if payload:
+                p = (a >> U(13)) & U(0x3FF)
+                res = (neg << U(15)) | U(0x7C00) | (p if p != 0 else U(1))
+            else:
+                res = nan_neg if neg else nan_pos
+        return out_t(res)
 
     return encode
 
