@@ -173,7 +173,8 @@ class Communicator:
         if len(set(texts)) > 1:
             lines = "; ".join(f"rank {i}: {t}" for i, t in enumerate(texts))
             raise CollectiveMismatchError(
-                f"ranks called different collectives: {lines}", hint=MISMATCH_HINT)
+                f"ranks called different collectives: {lines}",
+                hint="every rank must make the same collective call at this point")
 
     def _flat(self, x) -> tuple[np.ndarray, np.ndarray]:
         if x is None:

@@ -120,9 +120,12 @@ def test_faults_fail_the_job_quickly(name, needle):
 
 
 def test_collective_order_mismatch_in_debug_mode_reported_by_every_rank():
-    proc = run_mpi("order", 2, limit=30, env={"TILEPY_COMM_DEBUG": "1"})
+    proc = run_mpi("order", 2, limit=30, env={"TILEPY_COMM_DEBUG": "1",
+                                             "TILEPY_ABORT_GRACE": "1.0"})
     assert proc.returncode != 0
-    assert "rank 0: #1 bcast" in proc.stderr and "rank 1: #1 allreduce" in proc.stderr
+    assert "rank 0 of 2 failed" in proc.stderr and "rank 1 of 2 failed" in proc.stderr
+    assert proc.stderr.count("rank 0: #1 bcast(root=0, algorithm=tree); "
+                             "rank 1: #1 allreduce(float64[3]") == 2
 
 
 @pytest.mark.parametrize("alg", ["ring", "native"])
