@@ -79,6 +79,11 @@ class Format:
     def itemsize(self) -> int:
         return self.np_dtype.itemsize
 
+    @property
+    def compute_dtype(self) -> np.dtype:
+        """The dtype arithmetic on this format runs in: float32 for narrow floats."""
+        return np.dtype(np.float32) if self.is_narrow_float else self.np_dtype
+
 
 def _float_row(name: str, has_inf: bool, nan: str, has_sign: bool = True) -> Format:
     fi = ml_dtypes.finfo(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.finfo(name)

@@ -122,10 +122,7 @@ def encode(x, fmt, saturate: bool = False) -> np.ndarray:
 
 def compute_dtype(fmt) -> np.dtype:
     """The dtype arithmetic on `fmt` runs in (float32 for narrow floats)."""
-    f = get_format(fmt)
-    if f.is_narrow_float:
-        return np.dtype(np.float32)
-    return f.np_dtype
+    return get_format(fmt).compute_dtype
 
 
 def _as_float(x: np.ndarray) -> np.ndarray:

@@ -4,6 +4,8 @@
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.precision.cases import (
     FLOAT_NARROW,
@@ -61,6 +63,19 @@ def test_float64_rounds_once(fmt):
     x = _float64_cases(fmt, seed=2)
     assert same_bits(cast(x, fmt), _nearest(x, fmt))
     assert same_bits(round_to(x, fmt), cast(x, fmt).astype(np.float32))
+
+
+@given(st.lists(st.floats(allow_nan=False, width=64), min_size=1, max_size=64),
+       st.sampled_from(["bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn",
+                        "float16", "float8_e4m3fnuz", "float6_e3m2fn"]),
+       st.booleans())
+def test_float64_rounds_once_hypothesis(values, fmt, saturate):
+    x = np.array(values, dtype=np.float64)
+    want = _nearest(x, fmt)
+    if saturate:
+        f = get_format(fmt)
+        want = _nearest(np.clip(x, -f.max_finite, f.max_finite), fmt)
+    assert same_bits(cast(x, fmt, saturate=saturate), want)
 
 
 def test_e8m0_float64_ties_away_and_agrees_with_float32():
