@@ -66,6 +66,7 @@ class Communicator:
         self._seq = 0
         self._call = None
         self._workspace = None
+        self.topology = None  # for algorithm="auto"; see choose_algorithm
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} rank={self.rank} size={self.size}>"
@@ -228,8 +229,10 @@ class Communicator:
                   group_size: int | None = None) -> np.ndarray:
         """The reduction of every rank's `x` on every rank, by a specified-order algorithm."""
         check_op(op)
-        check_algorithm(algorithm, ALLREDUCE, self.native_ok)
         x, flat = self._flat(x)
+        if algorithm == "auto":
+            algorithm = self.choose_algorithm(flat.nbytes)
+        check_algorithm(algorithm, ALLREDUCE, self.native_ok)
         self._begin("allreduce", x, op=op, algorithm=algorithm)
         flat_out = None
         if out is not None:
@@ -243,6 +246,16 @@ class Communicator:
         if res is not flat_out:
             flat_out[...] = res
         return out
+
+    def choose_algorithm(self, nbytes: int) -> str:
+        """NCCL-style choice for algorithm="auto": the cheapest by the cost model on
+        `self.topology` (detected on first use; assign a calibrated one to override).
+        Every rank computes the same choice from the same inputs."""
+        if self.topology is None:
+            from tilepy.parallel.topology import detect
+            self.topology = detect(self)
+        from tilepy.parallel.cost import select
+        return select(self.topology, self.size, nbytes)[0]
 
     def _allreduce_flat(self, flat, op, algorithm, out, group_size=None):
         if algorithm == NATIVE:

@@ -134,3 +134,20 @@ def test_out_argument_and_inputs_untouched():
     for is_out, ok, t in launch(body, 4):
         assert is_out and ok and same_bits(t, spec.expected(xs, "tree"))
     assert all(same_bits(a, b) for a, b in zip(xs, copies))
+
+
+def test_auto_picks_by_cost_model_and_follows_that_spec():
+    from tilepy.parallel.topology import Topology
+
+    xs_small = inputs(4, 3, np.float32, seed=1)
+    xs_big = inputs(4, 1 << 16, np.float32, seed=2)
+
+    def body(comm):
+        comm.topology = Topology.uniform(4, 1e-5, 1e-10, 1e-10)
+        return (comm.choose_algorithm(12), comm.allreduce(xs_small[comm.rank], algorithm="auto"),
+                comm.choose_algorithm(1 << 18), comm.allreduce(xs_big[comm.rank], algorithm="auto"))
+
+    for small_alg, small, big_alg, big in launch(body, 4):
+        assert small_alg == "recursive_doubling" and big_alg in ("ring", "rabenseifner")
+        assert same_bits(small, spec.expected(xs_small, small_alg))
+        assert same_bits(big, spec.expected(xs_big, big_alg))
