@@ -296,6 +296,32 @@ def _decode_kernel(fmt):
     return run
 
 
+@lru_cache(maxsize=None)
+def _encode_sr_kernel(fmt, saturate: bool):
+    enc = encoder_sr(fmt, saturate)
+
+    @numba.njit(parallel=True)
+    def run(x, r, out):
+        for i in numba.prange(x.size):
+            out[i] = enc(x[i], r[i])
+
+    return run
+
+
+def encode_sr_array(x, rbits, fmt, saturate: bool = False) -> np.ndarray:
+    """Stochastically rounded storage codes of a float32 array, one uint32 of `rbits`
+    (same shape; see `tilepy.precision.random_bits`) per element; same bits as
+    `tilepy.precision.stochastic_round`."""
+    f = get_format(fmt)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    r = np.ascontiguousarray(rbits, dtype=np.uint32)
+    if r.shape != x.shape:
+        raise ValueError(f"rbits has shape {r.shape}, x has {x.shape}: one word per element")
+    out = np.empty(x.shape, dtype=f.storage)
+    _encode_sr_kernel(f.name, bool(saturate))(x.reshape(-1), r.reshape(-1), out.reshape(-1))
+    return out
+
+
 def encode_array(x, fmt, saturate: bool = False) -> np.ndarray:
     """Storage codes of a float32 array (any shape) encoded in parallel with `encoder`;
     same bits as `tilepy.precision.encode`. float64 input is refused: round it once with
