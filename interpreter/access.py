@@ -87,17 +87,20 @@ def _plan(ctx: Ctx, buf: Buffer, forms, shape) -> _Plan | None:
                 return None
             o, n = _block_vector(ctx, f.value), 1
             drop.append(d)
-        if o.size and (o.min() < 0 or o.max() + n > shape[d]):
+        if o.ndim == 0:
+            o = int(o)
+            if o < 0 or o + n > shape[d]:
+                return None
+        elif o.size and (o.min() < 0 or o.max() + n > shape[d]):
             return None
         starts.append(o)
         window.append(n)
     if len(set(lane_axes)) != len(lane_axes):
         return None
     local = buf.scope is not Scope.GLOBAL
-    uniform = all(s.ndim == 0 for s in starts)
-    if uniform:
+    if all(type(s) is int for s in starts):
         key = tuple(
-            int(s) if d in drop else slice(int(s), int(s) + n)
+            s if d in drop else slice(s, s + n)
             for d, (s, n) in enumerate(zip(starts, window))
         )
         return _Plan(Key((slice(None),) + key if local else key), local, lane_axes, ())
@@ -192,7 +195,7 @@ def store(ctx: Ctx, buf: Buffer, forms, value: np.ndarray, vdt: DType, mask) -> 
     local = buf.scope is not Scope.GLOBAL
     shape = arr.shape[1:] if local else arr.shape
     v = to_storage(value, vdt, buf.dtype)
-    if mask is None and _store_fast(ctx, buf, forms, v, arr, shape):
+    if _store_fast(ctx, buf, forms, v, arr, shape, mask):
         return
     s, key, active = _general_key(ctx, buf, forms, mask, shape, "write")
     v = np.broadcast_to(ctx.pad(v), s)
@@ -209,7 +212,9 @@ def store(ctx: Ctx, buf: Buffer, forms, value: np.ndarray, vdt: DType, mask) -> 
     target.set(arr, v)
 
 
-def _store_fast(ctx: Ctx, buf, forms, v, arr, shape) -> bool:
+def _store_fast(ctx: Ctx, buf, forms, v, arr, shape, mask) -> bool:
+    """Store through slices / windows when every lane maps to its own element. Under a
+    mask this is a read-modify-write, so it needs tiles no two blocks share."""
     lanes = sorted(f.axis for f in forms if isinstance(f, Lane))
     if lanes != list(range(1, ctx.depth)):
         return False
@@ -217,13 +222,20 @@ def _store_fast(ctx: Ctx, buf, forms, v, arr, shape) -> bool:
     plan = _plan(ctx, buf, forms, shape)
     if plan is None or (not local and not plan.batched and ctx.B > 1):
         return False
+    if mask is not None and not local and not plan.target.disjoint():
+        return False
     cur = plan.target.get(arr)
     vv = _from_lanes(ctx, ctx.pad(v), plan, cur.shape)
+    active = None
+    if mask is not None:
+        active = _from_lanes(ctx, ctx.pad(mask), plan, cur.shape)
+        vv = np.where(active, vv, cur)
     if local:
-        sanitize.mark_written(ctx, buf, plan.target)
+        sanitize.mark_written(ctx, buf, plan.target, active)
     else:
         lin = ctx.lin.reshape((-1,) + (1,) * (cur.ndim - 1)) if plan.batched else ctx.lin[0]
-        sanitize.check_race(ctx, buf, plan.target, lin)
-        _trace_elements(ctx, buf, "store", int(np.prod(ctx.lane_shape[1:])))
+        sanitize.check_race(ctx, buf, plan.target, lin, active)
+        n = int(np.prod(ctx.lane_shape[1:])) if active is None else int(active.sum())
+        _trace_elements(ctx, buf, "store", n)
     plan.target.set(arr, vv)
     return True

@@ -72,12 +72,12 @@ def init_flags(ctx: Ctx, buf: Buffer) -> np.ndarray | None:
     return flags.reshape(ctx.storage(buf).shape)
 
 
-def mark_written(ctx: Ctx, buf: Buffer, target) -> None:
-    """Record that the `target` elements of a local buffer were written."""
+def mark_written(ctx: Ctx, buf: Buffer, target, active=None) -> None:
+    """Record that the `target` elements (where `active`, if given) were written."""
     flags = init_flags(ctx, buf)
     if flags is None:
         return
-    target.set(flags, True)
+    target.set(flags, True if active is None else target.get(flags) | active)
     if flags.all():
         ctx.init[_root(buf)] = None
 
@@ -114,18 +114,20 @@ def _root(buf: Buffer) -> str:
 # ---------------------------------------------------------------- races
 
 
-def check_race(ctx: Ctx, buf: Buffer, target, lin_ids: np.ndarray) -> None:
+def check_race(ctx: Ctx, buf: Buffer, target, lin_ids: np.ndarray, active=None) -> None:
     """Record that blocks `lin_ids` (broadcast to the target's shape) write the `target`
-    elements of a global; raise RaceError if another block wrote one of them before, or
-    writes it in this same statement."""
+    elements of a global (where `active`, if given; the target is then disjoint); raise
+    RaceError if another block wrote one of them before, or writes it in this statement."""
     if not ctx.shared.sanitize:
         return
     writers = ctx.writer_array(buf)
     before = target.get(writers)
     bad = (before != -1) & (before != lin_ids)
+    if active is not None:
+        bad &= active
     if bad.any():
         _raise_race(ctx, buf, writers, target, before, bad, lin_ids)
-    target.set(writers, lin_ids)
+    target.set(writers, lin_ids if active is None else np.where(active, lin_ids, before))
     if target.disjoint():
         return
     after = target.get(writers)

@@ -1,0 +1,135 @@
+"""Batching blocks never changes a result: batched, one block at a time, small batches and
+seeded random orders give identical bits. Also hand-built IR the front end cannot spell."""
+
+import functools
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.interpreter import kernels as K
+from tests.interpreter.oracle import random_values, same
+from tilepy.errors import Loc, LoweringError
+from tilepy.interpreter import run
+from tilepy.ir import (
+    Buffer,
+    Const,
+    Copy,
+    For,
+    ForKind,
+    Launch,
+    Let,
+    Load,
+    PrimFunc,
+    Region,
+    Scope,
+    Store,
+    Var,
+    dtype,
+)
+
+seeds = st.integers(0, 2**32 - 1)
+cached = functools.lru_cache(maxsize=None)
+
+
+def _cases():
+    return {
+        "gemm": (cached(K.gemm)(40, 48, 40, 16, 16, 16, "bfloat16", "float32", True, False,
+                                True), lambda r: dict(A=random_values(r, (40, 40), "bfloat16"),
+                                                      B=random_values(r, (40, 48), "bfloat16"),
+                                                      C=np.zeros((40, 48), np.float32))),
+        "softmax2d": (cached(K.parallel_2d)(37, 16, 8, "float32"),
+                      lambda r: dict(X=random_values(r, (37, 16), "float32"),
+                                     Y=np.zeros((16, 37), np.float32))),
+        "branches": (cached(K.branches)(300, 32),
+                     lambda r: dict(X=random_values(r, 300, "float32", specials=True),
+                                    Y=np.zeros(300, np.float32))),
+        "collatz": (cached(K.collatz)(75, 16),
+                    lambda r: dict(X=r.integers(1, 60, 75).astype(np.int32),
+                                   Steps=np.zeros(75, np.int32))),
+        "reduce": (cached(K.reduce_rows)("absmax", 4, 10, 0, "float32", "float32", False, 5),
+                   lambda r: dict(X=random_values(r, (20, 10), "float32", specials=True),
+                                  Y=random_values(r, (5, 10), "float32"))),
+        "prefix": (cached(K.prefix_of_blocks)(9),
+                   lambda r: dict(X=random_values(r, 9, "float32"),
+                                  Y=np.zeros(9, np.float32))),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_cases()))
+@settings(max_examples=15)  # 4 schedules per example; the data varies, the kernels do not
+@given(seed=seeds)
+def test_every_schedule_gives_the_same_bits(name, seed):
+    kernel, make = _cases()[name]
+    outs = []
+    schedules = [dict(), dict(batch=False), dict(random_order=True, seed=seed),
+                 dict(small_batches=True)]
+    for opts in schedules:
+        arrays = make(np.random.default_rng(seed))
+        if opts.pop("small_batches", False):
+            with pytest.MonkeyPatch.context() as m:  # several batches per launch
+                m.setattr(sys.modules["tilepy.interpreter.run"], "BATCH_ELEMENTS", 300)
+                run(kernel.func, arrays, {}, **opts)
+        else:
+            run(kernel.func, arrays, {}, **opts)
+        outs.append(arrays)
+    for other in outs[1:]:
+        for key in outs[0]:
+            assert same(outs[0][key], other[key]), key
+
+
+# ---------------------------------------------------------------- hand-built IR
+
+i32, f32 = dtype("int32"), dtype("float32")
+HERE = Loc(__file__, 1000, 4)
+
+
+def c(v):
+    return Const(v, i32)
+
+
+def test_aliased_global_view_and_top_level_let():
+    """`Xv` re-views X's storage as a flat buffer; a top-level Let feeds the grid."""
+    n = Var("n")
+    X = Buffer("X", (c(4), c(6)), f32)
+    Xv = Buffer("Xv", (c(24),), f32, Scope.GLOBAL, data=X)
+    Y = Buffer("Y", (c(24),), f32)
+    bx, i, g = Var("bx"), Var("i"), Var("g")
+    body = (Store(Y, (_add(_mul(bx, c(8)), i),), Load(Xv, (_add(_mul(bx, c(8)), i),)),
+                  loc=HERE),)
+    launch = Launch((g,), (bx,), (128,), (For(i, c(0), c(8), c(1), ForKind.PARALLEL, body),))
+    func = PrimFunc("alias", (X, Y), (n,), (Let(g, _div(n, c(8))), launch))
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    y = np.zeros(24, np.float32)
+    run(func, dict(X=x, Y=y), dict(n=24))
+    assert y.tolist() == list(range(24))
+
+
+def test_statements_outside_a_launch_are_rejected_at_their_line():
+    X = Buffer("X", (c(4),), f32)
+    S = Buffer("S", (c(4),), f32, Scope.SHARED)
+    func = PrimFunc("bad", (X,), (), (Copy(Region(X, (c(0),), (c(4),)),
+                                            Region(S, (c(0),), (c(4),)), loc=HERE),))
+    with pytest.raises(LoweringError) as info:
+        run(func, dict(X=np.zeros(4, np.float32)), {})
+    assert info.value.loc == HERE and "outside T.Kernel" in info.value.message
+
+
+def _call(op, a, b):
+    from tilepy.ir import Call, Op
+
+    return Call(Op[op], (a, b), i32)
+
+
+def _add(a, b):
+    return _call("ADD", a, b)
+
+
+def _mul(a, b):
+    return _call("MUL", a, b)
+
+
+def _div(a, b):
+    return _call("FLOORDIV", a, b)
