@@ -1,7 +1,8 @@
 """The table of collective algorithms: name -> function over a Group and a flat array.
 
 Every entry is written only against point-to-point calls, so it gives the same bits on
-every backend. "native" (MPI's own collectives) is not here: only the MPI backend has it.
+every backend. Entries may return an array that was sent (see PRIVATE_RESULT).
+"native" (MPI's own collectives) is not here: only the MPI backend has it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ ALLREDUCE = {
 }
 
 NATIVE = "native"
+# Algorithms whose result array is private to the rank (never sent). The others may
+# return an array that a peer still reads (local backend): the communicator copies those.
+PRIVATE_RESULT = {"ring", "mpich_ring", NATIVE}
 
 
 def check_algorithm(name: str, table: dict, native_ok: bool) -> str:

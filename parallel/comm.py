@@ -13,7 +13,7 @@ import json
 import numpy as np
 
 from tilepy.parallel import ring, tree
-from tilepy.parallel.algorithms import ALLREDUCE, NATIVE, check_algorithm
+from tilepy.parallel.algorithms import ALLREDUCE, NATIVE, PRIVATE_RESULT, check_algorithm
 from tilepy.parallel.chunking import balanced
 from tilepy.parallel.errors import CollectiveMismatchError, CommArgumentError
 from tilepy.parallel.ops import check_op
@@ -222,7 +222,7 @@ class Communicator:
             res = tree.reduce(self, flat, op, root)
         else:
             res = self._allreduce_flat(flat, op, algorithm, None)
-            res = res if self.rank == root else None
+            res = res.copy() if self.rank == root else None
         return None if res is None else res.reshape(x.shape)
 
     def allreduce(self, x, op: str = "sum", algorithm: str = "ring", out=None,
@@ -242,7 +242,8 @@ class Communicator:
             flat_out = out.reshape(-1)
         res = self._allreduce_flat(flat, op, algorithm, flat_out, group_size)
         if out is None:
-            return res.reshape(x.shape)
+            private = algorithm in PRIVATE_RESULT and res is not flat
+            return (res if private else res.copy()).reshape(x.shape)
         if res is not flat_out:
             flat_out[...] = res
         return out

@@ -38,7 +38,7 @@ def _unfold(g, acc, rem, n, dtype):
             g.p2p_send(acc, r - 1)
         else:
             acc = g.p2p_recv(r + 1, n, dtype)
-    return acc.copy()  # a sent array may be shared with its receiver
+    return acc  # may be shared with a receiver: the communicator copies it once
 
 
 def _real(new, rem):
@@ -59,7 +59,7 @@ def recursive_doubling(g, x: np.ndarray, op: str) -> np.ndarray:
 
 
 def _halving(g, acc, op, newrank, pof2, rem, counts, offs):
-    """Recursive-halving reduce-scatter; returns (acc, lo, hi): blocks [lo, hi) are owned."""
+    """Recursive-halving reduce-scatter; returns (acc, the block ranges halved per step)."""
     lo, hi, mask, ranges = 0, pof2, 1, []
     while mask < pof2:
         peer = newrank ^ mask
@@ -68,9 +68,15 @@ def _halving(g, acc, op, newrank, pof2, rem, counts, offs):
         a, b = offs[keep[0]], offs[keep[1] - 1] + counts[keep[1] - 1]
         c, d = offs[give[0]], offs[give[1] - 1] + counts[give[1] - 1]
         got = g.p2p_sendrecv(acc[c:d], _real(peer, rem), _real(peer, rem), b - a, acc.dtype)
-        part = combine(got, acc[a:b], op) if peer < newrank else combine(acc[a:b], got, op)
-        acc = acc.copy() if mask == 1 else acc
-        acc[a:b] = part
+        if mask == 1:  # a private result buffer; only the kept range is ever read
+            acc, src = np.empty_like(acc), acc
+        else:
+            src = acc
+        # in place is safe: the peer reads only acc[c:d], outside the kept range
+        if peer < newrank:
+            combine(got, src[a:b], op, out=acc[a:b])
+        else:
+            combine(src[a:b], got, op, out=acc[a:b])
         ranges.append((lo, hi))
         lo, hi = keep
         mask <<= 1

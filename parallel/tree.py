@@ -24,7 +24,8 @@ def reduce(g, x: np.ndarray, op: str, root: int = 0) -> np.ndarray | None:
             return None
         if v + mask < p:
             got = g.p2p_recv((v + mask + root) % p, x.size, x.dtype)
-            acc = combine(acc, got, op)
+            # the first combine allocates this rank's buffer; later ones update it in place
+            acc = combine(acc, got, op, out=None if acc is x else acc)
         mask <<= 1
     return acc.copy() if acc is x else acc
 
@@ -50,5 +51,4 @@ def bcast(g, x: np.ndarray | None, root: int, count: int | None, dtype) -> np.nd
 def allreduce(g, x: np.ndarray, op: str) -> np.ndarray:
     """Tree allreduce: binomial reduce to rank 0, then binomial broadcast from rank 0."""
     acc = reduce(g, x, op, 0)
-    # Every rank copies: a sent array may be shared with receivers (local backend).
-    return bcast(g, acc, 0, x.size, x.dtype).copy()
+    return bcast(g, acc, 0, x.size, x.dtype)  # shared: the communicator copies it once
