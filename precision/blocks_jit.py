@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from tilepy.precision import blocks
-from tilepy.precision.codecs import byte_table, decoder, encoder
+from tilepy.precision.codecs import bits_f32, byte_table, decoder, encoder, f32_bits
 from tilepy.precision.formats import get_format
 
 
@@ -71,45 +71,54 @@ def _mx_kernel(elem: str, emax: int, rceil: bool):
         return min(max(k + 127, 0), 254)
 
     @numba.njit(parallel=True)
-    def run(x, r, c, codes, scales):
-        nbc = x.shape[1] // c
-        for t in numba.prange((x.shape[0] // r) * nbc):
-            bi, bj = t // nbc, t % nbc
-            amax, bad = _block_amax(x, bi * r, r, bj * c, c)
+    def run(x, n, r, c, codes, scales):
+        for t in numba.prange(scales.size):
+            off = _block_start(np.uint64(t), n, r, c)
+            amax, bad = _block_amax(x, off, n, r, c)
             if bad:
-                scales[bi, bj] = 255
-                _zero_block(codes, bi * r, r, bj * c, c)
+                scales[t] = 255
+                _zero_block(codes, off, n, r, c)
                 continue
             code = scale_code(amax)
-            scales[bi, bj] = code
+            scales[t] = code
             mult = elem_mult(code)
-            for i in range(bi * r, bi * r + r):
-                for j in range(bj * c, bj * c + c):
-                    codes[i, j] = elem_code(x[i, j], mult)
+            for i in range(r):
+                base = off + i * n
+                for j in range(base, base + c):
+                    codes[j] = elem_code(x[j], mult)
 
     return run
 
 
-@numba.njit(inline="always")
-def _block_amax(x, i0, r, j0, c):
-    amax = np.float32(0)
-    bad = False
-    for i in range(i0, i0 + r):
-        for j in range(j0, j0 + c):
-            v = x[i, j]
-            if not np.isfinite(v):
-                bad = True
-            a = abs(v)
-            if a > amax:
-                amax = a
-    return amax, bad
+# Blocks are addressed in the flattened (rows, n) array with uint64 offsets (unsigned
+# indices let LLVM drop the negative-index wraparound code): block t of a grid with
+# n // c blocks per row band starts at (t // (n/c)) * r * n + (t % (n/c)) * c.
 
 
 @numba.njit(inline="always")
-def _zero_block(codes, i0, r, j0, c):
-    for i in range(i0, i0 + r):
-        for j in range(j0, j0 + c):
-            codes[i, j] = 0
+def _block_start(t, n, r, c):
+    nbc = n // c
+    return (t // nbc) * r * n + (t % nbc) * c
+
+
+@numba.njit(inline="always")
+def _block_amax(x, off, n, r, c):
+    """(amax, has NaN/inf) of a block: the max of |x| bit patterns, which orders like the
+    values for finite floats and puts inf and NaN above them (vectorises; no float max)."""
+    top = np.uint32(0)
+    for i in range(r):
+        base = off + i * n
+        for j in range(base, base + c):
+            top = max(top, np.uint32(f32_bits(x[j]) & np.uint32(0x7FFFFFFF)))
+    return bits_f32(top), top >= np.uint32(0x7F800000)
+
+
+@numba.njit(inline="always")
+def _zero_block(codes, off, n, r, c):
+    for i in range(r):
+        base = off + i * n
+        for j in range(base, base + c):
+            codes[j] = 0
 
 
 @lru_cache(maxsize=None)
@@ -120,22 +129,22 @@ def _nvfp4_kernel():
     six = np.float32(blocks.NVFP4_E2M1_MAX)
 
     @numba.njit(parallel=True)
-    def run(x, ts, r, c, codes, scales):
-        nbc = x.shape[1] // c
-        for t in numba.prange((x.shape[0] // r) * nbc):
-            bi, bj = t // nbc, t % nbc
-            amax, bad = _block_amax(x, bi * r, r, bj * c, c)
+    def run(x, ts, n, r, c, codes, scales):
+        for t in numba.prange(scales.size):
+            off = _block_start(np.uint64(t), n, r, c)
+            amax, bad = _block_amax(x, off, n, r, c)
             if bad:
-                scales[bi, bj] = 0x7F
-                _zero_block(codes, bi * r, r, bj * c, c)
+                scales[t] = 0x7F
+                _zero_block(codes, off, n, r, c)
                 continue
             sb = enc_s(amax / (six * ts))
-            scales[bi, bj] = sb
+            scales[t] = sb
             denom = dec_s(sb) * ts
-            for i in range(bi * r, bi * r + r):
-                for j in range(bj * c, bj * c + c):
-                    v = x[i, j] / denom if denom > 0 else np.float32(0)
-                    codes[i, j] = enc(v)
+            for i in range(r):
+                base = off + i * n
+                for j in range(base, base + c):
+                    v = x[j] / denom if denom > 0 else np.float32(0)
+                    codes[j] = enc(v)
 
     return run
 
@@ -146,20 +155,20 @@ def _fp32_kernel(elem: str):
     fmax = np.float32(get_format(elem).max_finite)
 
     @numba.njit(parallel=True)
-    def run(x, r, c, codes, scales):
-        nbc = x.shape[1] // c
-        for t in numba.prange((x.shape[0] // r) * nbc):
-            bi, bj = t // nbc, t % nbc
-            amax, bad = _block_amax(x, bi * r, r, bj * c, c)
+    def run(x, n, r, c, codes, scales):
+        for t in numba.prange(scales.size):
+            off = _block_start(np.uint64(t), n, r, c)
+            amax, bad = _block_amax(x, off, n, r, c)
             if bad:
-                scales[bi, bj] = np.float32(np.nan)
-                _zero_block(codes, bi * r, r, bj * c, c)
+                scales[t] = np.float32(np.nan)
+                _zero_block(codes, off, n, r, c)
                 continue
             scale = amax / fmax if amax > 0 else np.float32(1)
-            scales[bi, bj] = scale
-            for i in range(bi * r, bi * r + r):
-                for j in range(bj * c, bj * c + c):
-                    codes[i, j] = enc(x[i, j] / scale)
+            scales[t] = scale
+            for i in range(r):
+                base = off + i * n
+                for j in range(base, base + c):
+                    codes[j] = enc(x[j] / scale)
 
     return run
 
@@ -170,42 +179,42 @@ def quantize(x, scheme: str, elem: str | None = None, rceil: bool = False) -> bl
     x = np.asarray(x)
     x = np.ascontiguousarray(x.astype(np.float32) if x.dtype != np.float32 else x)
     r, c = blocks.block_shape(s, x.shape)
-    x2 = x.reshape(-1, x.shape[-1])
-    codes = np.empty(x2.shape, np.uint8)
     sshape = blocks._scale_shape(x.shape, r, c)
-    sdtype = np.float32 if s.scale == "fp32" else np.uint8
-    scales = np.empty((x2.shape[0] // r, x2.shape[1] // c), sdtype)
-    ts = None
+    codes = np.empty(x.size, np.uint8)
+    scales = np.empty(x.size // (r * c), np.float32 if s.scale == "fp32" else np.uint8)
+    geo = (np.uint64(x.shape[-1]), np.uint64(r), np.uint64(c))
+    xf, ts = x.reshape(-1), None
     if s.scale == "e8m0":
-        _mx_kernel(s.elem, s.emax, bool(rceil))(x2, r, c, codes, scales)
+        _mx_kernel(s.elem, s.emax, bool(rceil))(xf, *geo, codes, scales)
     elif s.scale == "nvfp4":
         ts = blocks.nvfp4_tensor_scale(x)
-        _nvfp4_kernel()(x2, ts, r, c, codes, scales)
+        _nvfp4_kernel()(xf, ts, *geo, codes, scales)
     else:
-        _fp32_kernel(s.elem)(x2, r, c, codes, scales)
+        _fp32_kernel(s.elem)(xf, *geo, codes, scales)
     return blocks.Quantized(s.name, s.elem, codes.reshape(x.shape), scales.reshape(sshape), ts)
 
 
 @numba.njit(parallel=True)
-def _dequant_kernel(codes, table, s1, s2, r, c, out):
-    nbc = codes.shape[1] // c
-    for t in numba.prange((codes.shape[0] // r) * nbc):
-        bi, bj = t // nbc, t % nbc
-        sc = s1[bi, bj]
-        for i in range(bi * r, bi * r + r):
-            for j in range(bj * c, bj * c + c):
-                out[i, j] = (table[codes[i, j]] * sc) * s2
+def _dequant_kernel(codes, table, s1, s2, n, r, c, out):
+    for t in numba.prange(s1.size):
+        off = _block_start(np.uint64(t), n, r, c)
+        sc = s1[t]
+        for i in range(r):
+            base = off + i * n
+            for j in range(base, base + c):
+                out[j] = (table[codes[j]] * sc) * s2
 
 
 def dequantize(q: blocks.Quantized) -> np.ndarray:
     """Numba `tilepy.precision.blocks.dequantize`: same bits."""
     s = blocks.get_scheme(q.scheme)
     r, c = blocks.block_shape(s, q.codes.shape)
-    codes = np.ascontiguousarray(q.codes.reshape(-1, q.codes.shape[-1]))
+    codes = np.ascontiguousarray(q.codes).reshape(-1)
     s1, s2 = blocks.block_multipliers(q)
-    s1 = np.ascontiguousarray(s1.reshape(codes.shape[0] // r, codes.shape[1] // c))
-    out = np.empty(codes.shape, np.float32)
-    _dequant_kernel(codes, _table(q.elem), s1, np.float32(s2), r, c, out)
+    out = np.empty(codes.size, np.float32)
+    geo = (np.uint64(q.codes.shape[-1]), np.uint64(r), np.uint64(c))
+    _dequant_kernel(codes, _table(q.elem), np.ascontiguousarray(s1).reshape(-1),
+                    np.float32(s2), *geo, out)
     return out.reshape(q.codes.shape)
 
 

@@ -99,3 +99,14 @@ def test_every_float32_encodes_like_ml_dtypes(fmt):
         clipped = np.clip(x, -f.max_finite, f.max_finite)
         assert same_bits(codecs.encode_array(x, fmt, True), ml_cast(clipped, fmt)), hex(start)
         assert same_bits(round_to(x, fmt), want.view(f.np_dtype).astype(np.float32)), hex(start)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.skipif(not EXHAUSTIVE, reason="2^32-input sweep: run by make test-exhaustive "
+                    "(TILEPY_EXHAUSTIVE=1); CI covers edge cases and 1M random inputs")
+@pytest.mark.parametrize("fmt", [f for f in FLOAT_NARROW if f not in SWEEP])
+def test_every_float32_encodes_like_ml_dtypes_other_formats(fmt):
+    step = 1 << 24
+    for start in range(0, 1 << 32, step):
+        x = np.arange(start, start + step, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        assert same_bits(codecs.encode_array(x, fmt), ml_cast(x, fmt)), hex(start)
