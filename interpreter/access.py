@@ -224,16 +224,17 @@ def _store_fast(ctx: Ctx, buf, forms, v, arr, shape, mask) -> bool:
         return False
     if mask is not None and not local and not plan.target.disjoint():
         return False
-    cur = plan.target.get(arr)
-    vv = _from_lanes(ctx, ctx.pad(v), plan, cur.shape)
+    shape_t = plan.target.shape_in(arr)
+    vv = _from_lanes(ctx, ctx.pad(v), plan, shape_t)
     active = None
     if mask is not None:
-        active = _from_lanes(ctx, ctx.pad(mask), plan, cur.shape)
-        vv = np.where(active, vv, cur)
+        active = _from_lanes(ctx, ctx.pad(mask), plan, shape_t)
+        vv = np.where(active, vv, plan.target.get(arr))
     if local:
         sanitize.mark_written(ctx, buf, plan.target, active)
     else:
-        lin = ctx.lin.reshape((-1,) + (1,) * (cur.ndim - 1)) if plan.batched else ctx.lin[0]
+        lin = ctx.lin.reshape((-1,) + (1,) * (len(shape_t) - 1)) if plan.batched \
+            else ctx.lin[0]
         sanitize.check_race(ctx, buf, plan.target, lin, active)
         n = int(np.prod(ctx.lane_shape[1:])) if active is None else int(active.sum())
         _trace_elements(ctx, buf, "store", n)

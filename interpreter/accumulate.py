@@ -105,15 +105,39 @@ def _gemm_steps(at: np.ndarray, bt: np.ndarray, acc: np.ndarray, cdt: DType) -> 
             p = reference(Op.MUL, [at[:, kk, :, None], bt[:, kk, None, :]], (cdt, cdt), cdt)
             acc[...] = reference(Op.ADD, [acc, p], (cdt, cdt), cdt)
         return
-    mul, add = OPS[Op.MUL].numpy, OPS[Op.ADD].numpy
     step = max(1, _CHUNK // max(1, m * n))
-    for lo in range(0, nb, step):
-        hi = min(nb, lo + step)
-        c, a_, b_ = acc[lo:hi], at[lo:hi, :, :, None], bt[lo:hi, :, None, :]
-        tmp = np.empty_like(c)
-        for kk in range(k):
-            mul(a_[:, kk], b_[:, kk], out=tmp)
-            add(c, tmp, out=c)
+    spans = [(lo, min(nb, lo + step)) for lo in range(0, nb, step)]
+    pool = _pool() if len(spans) > 1 and nb * m * n * k >= _THREAD_MIN else None
+    if pool is None:
+        for lo, hi in spans:
+            _plain_steps(at[lo:hi], bt[lo:hi], acc[lo:hi])
+        return
+    list(pool.map(lambda s: _plain_steps(at[s[0]:s[1]], bt[s[0]:s[1]], acc[s[0]:s[1]]),
+                  spans))  # disjoint blocks; each keeps its k order: same bits
+
+
+def _plain_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
+    mul, add = OPS[Op.MUL].numpy, OPS[Op.ADD].numpy
+    a_, b_ = at[:, :, :, None], bt[:, :, None, :]
+    tmp = np.empty_like(c)
+    for kk in range(at.shape[1]):
+        mul(a_[:, kk], b_[:, kk], out=tmp)
+        add(c, tmp, out=c)
+
+
+_THREAD_MIN = 1 << 22  # multiply-adds below which threads cost more than they give
+_POOL: list = []
+
+
+def _pool():
+    """A small thread pool (numpy releases the GIL in these ufuncs), made on first use."""
+    if not _POOL:
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        n = min(4, os.cpu_count() or 1)
+        _POOL.append(ThreadPoolExecutor(n) if n > 1 else None)
+    return _POOL[0]
 
 
 def _trace_gemm(ctx: Ctx, s: Gemm, tc: regions.Tile, m: int, n: int, k: int) -> None:

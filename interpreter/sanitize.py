@@ -120,14 +120,17 @@ def check_race(ctx: Ctx, buf: Buffer, target, lin_ids: np.ndarray, active=None) 
     RaceError if another block wrote one of them before, or writes it in this statement."""
     if not ctx.shared.sanitize:
         return
-    writers = ctx.writer_array(buf)
-    before = target.get(writers)
-    bad = (before != -1) & (before != lin_ids)
-    if active is not None:
-        bad &= active
-    if bad.any():
-        _raise_race(ctx, buf, writers, target, before, bad, lin_ids)
-    target.set(writers, lin_ids if active is None else np.where(active, lin_ids, before))
+    writers, fresh = ctx.writer_array(buf)
+    if fresh and active is None:
+        target.set(writers, lin_ids)  # nothing written before: no earlier writer to find
+    else:
+        before = target.get(writers)
+        bad = (before != -1) & (before != lin_ids)
+        if active is not None:
+            bad &= active
+        if bad.any():
+            _raise_race(ctx, buf, writers, target, before, bad, lin_ids)
+        target.set(writers, lin_ids if active is None else np.where(active, lin_ids, before))
     if target.disjoint():
         return
     after = target.get(writers)

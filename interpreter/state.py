@@ -123,15 +123,17 @@ class Ctx:
             buf = buf.data
         return buf.name
 
-    def writer_array(self, buf: Buffer) -> np.ndarray:
-        """Which block last wrote each element (-1: none), viewed with `buf`'s shape."""
+    def writer_array(self, buf: Buffer) -> tuple[np.ndarray, bool]:
+        """Which block last wrote each element (-1: none), viewed with `buf`'s shape, and
+        whether nothing was written yet (the record was just made)."""
         root = self.root_name(buf)
         w = self.shared.writers.get(root)
-        if w is None:
+        fresh = w is None
+        if fresh:
             base = self.shared.arrays[root]
             w = np.full(base.shape, -1, dtype=np.int32)
             self.shared.writers[root] = w
-        return w.reshape(self.global_array(buf).shape)
+        return w.reshape(self.global_array(buf).shape), fresh
 
     def storage(self, buf: Buffer) -> np.ndarray:
         """The array behind any buffer: globals as they are, locals with the batch axis."""

@@ -23,6 +23,9 @@ class Key:
     def set(self, arr: np.ndarray, values) -> None:
         arr[self.key] = values
 
+    def shape_in(self, arr: np.ndarray) -> tuple[int, ...]:
+        return arr[self.key].shape
+
     def flat_index(self, shape) -> np.ndarray:
         return np.arange(int(np.prod(shape))).reshape(shape)[self.key]
 
@@ -52,6 +55,10 @@ class Windows:
 
     def set(self, arr: np.ndarray, values) -> None:
         self._view(arr, True)[self.starts] = values
+
+    def shape_in(self, arr: np.ndarray) -> tuple[int, ...]:
+        """The shape `get(arr)` has, without gathering."""
+        return np.broadcast_shapes(*[np.shape(s) for s in self.starts]) + self.window
 
     def flat_index(self, shape) -> np.ndarray:
         return self.get(np.arange(int(np.prod(shape))).reshape(shape))

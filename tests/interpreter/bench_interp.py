@@ -85,23 +85,58 @@ def cases():
     }
 
 
+def numpy_floor(name: str, arrays: dict) -> None:
+    """The same numerics in plain numpy, no interpreter: what batching can approach."""
+    if name == "vector_add":
+        np.add(arrays["A"], arrays["B"], out=arrays["C"])
+    elif name == "softmax":
+        x = arrays["X"]
+        e = np.exp((x - x.max(axis=1, keepdims=True)).astype(np.float64)).astype(np.float32)
+        s = np.add.accumulate(e, axis=1)[:, -1:]
+        np.divide(e, s, out=arrays["Y"])
+    else:  # sequential-k gemm over all 64 output tiles at once (PERF_NOTES' 52 ms form)
+        A, B = arrays["A"], arrays["B"]
+        at = A.reshape(8, 64, 512).transpose(0, 2, 1)[:, None]  # (8, 1, K, 64)
+        bt = B.reshape(512, 8, 64).transpose(1, 0, 2)[None]  # (1, 8, K, 64)
+        acc = np.zeros((8, 8, 64, 64), np.float32)
+        tmp = np.empty_like(acc)
+        for k in range(512):
+            np.multiply(at[:, :, k, :, None], bt[:, :, k, None, :], out=tmp)
+            np.add(acc, tmp, out=acc)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--no-sanitize", action="store_true")
+    ap.add_argument("--no-threads", action="store_true", help="gemm on one thread")
     args = ap.parse_args()
+    if args.no_threads:
+        import sys
+
+        sys.modules["tilepy.interpreter.accumulate"]._THREAD_MIN = 1 << 62
     cs = cases()
     times = {k: [] for k in cs}
+    cpu = {k: [] for k in cs}
+    floor = {k: [] for k in cs}
     for _ in range(args.rounds):  # interleaved rounds: the machine is shared and drifts
         for name, (kern, make) in cs.items():
             arrays = make()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             run(kern.func, arrays, {}, sanitize=not args.no_sanitize)
             times[name].append(time.perf_counter() - t0)
-    print(f"{'benchmark':12s} {'median ms':>10s} {'min ms':>8s} {'x Triton interp':>16s}")
+            cpu[name].append(time.process_time() - c0)
+            arrays = make()
+            t0 = time.perf_counter()
+            numpy_floor(name, arrays)
+            floor[name].append(time.perf_counter() - t0)
+    print(f"{'benchmark':12s} {'median ms':>10s} {'min ms':>8s} {'cpu ms':>8s} "
+          f"{'x Triton interp':>16s} {'numpy floor ms':>15s} {'/ floor':>8s}")
     for name, ts in times.items():
-        med = statistics.median(ts)
-        print(f"{name:12s} {med * 1e3:10.1f} {min(ts) * 1e3:8.1f} {TRITON_S[name] / med:16.1f}")
+        med, fl = statistics.median(ts), statistics.median(floor[name])
+        print(f"{name:12s} {med * 1e3:10.1f} {min(ts) * 1e3:8.1f} "
+              f"{statistics.median(cpu[name]) * 1e3:8.1f} {TRITON_S[name] / med:16.1f} "
+              f"{fl * 1e3:15.1f} {med / fl:8.2f}")
 
 
 if __name__ == "__main__":

@@ -228,3 +228,18 @@ def test_lane_atomic_add_with_collisions_in_lane_order(dtype, seed):
     for j in range(n):  # block order, then lane order
         expect[idx[j]] = expect[idx[j]] + w[j]
     assert same(h, expect)
+
+
+def test_threaded_gemm_keeps_the_bits(monkeypatch):
+    """Large batches split the gemm's blocks over threads; each block keeps its k order."""
+    import sys
+
+    monkeypatch.setattr(sys.modules["tilepy.interpreter.accumulate"], "_THREAD_MIN", 0)
+    monkeypatch.setattr(sys.modules["tilepy.interpreter.accumulate"], "_CHUNK", 256)
+    rng = np.random.default_rng(7)
+    a = random_values(rng, (64, 40), "float32")
+    b = random_values(rng, (40, 48), "float32")
+    c = np.zeros((64, 48), np.float32)
+    run(cached(K.gemm)(64, 48, 40, 16, 16, 8, "float32", "float32", False, False, True).func,
+        dict(A=a, B=b, C=c), {})
+    assert same(c, seq_gemm(a, b, np.zeros((64, 48)), "float32", k_pad=40))
