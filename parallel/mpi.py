@@ -137,25 +137,32 @@ class MpiComm(Communicator):
 
     # ----- native collectives: MPI's own blocking calls (its selection and CVARs apply)
     def _mpi_op(self, op: str, dtype: np.dtype):
-        """(MPI datatype, MPI op) for a numpy dtype; narrow floats get a user op."""
-        MPI = self.MPI
-        builtin = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[op]
-        mt = _BUILTIN_TYPES.get(dtype.name)
-        if mt is not None:
-            return getattr(MPI, mt), builtin
-        key = (op, dtype.name)
-        if key not in self._ops:
-            def fn(inbuf, inoutbuf, _datatype, dt=dtype):
-                a = np.frombuffer(inbuf, dtype=dt)
-                b = np.frombuffer(inoutbuf, dtype=dt)
-                combine(a, b, op, out=b)
-            self._ops[key] = MPI.Op.Create(fn, commute=True)
-        mt = {1: MPI.UINT8_T, 2: MPI.UINT16_T}[dtype.itemsize]
-        return mt, self._ops[key]
+        """(MPI datatype, MPI op) for a numpy dtype, cached; narrow floats get a user op."""
+        key = (op, dtype)
+        hit = self._ops.get(key)
+        if hit is None:
+            hit = self._ops[key] = self._make_op(op, dtype)
+        return hit
 
-    def _typed(self, x, mt):
-        return [x.view(_INT_VIEW[x.dtype.itemsize]) if x.dtype.name not in _BUILTIN_TYPES
-                else x, mt]
+    def _make_op(self, op: str, dtype: np.dtype):
+        MPI = self.MPI
+        mt = _BUILTIN_TYPES.get(dtype)
+        if mt is not None:
+            builtin = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[op]
+            return getattr(MPI, mt), builtin
+
+        def fn(inbuf, inoutbuf, _datatype, dt=dtype):
+            a = np.frombuffer(inbuf, dtype=dt)
+            b = np.frombuffer(inoutbuf, dtype=dt)
+            combine(a, b, op, out=b)
+
+        mt = {1: MPI.UINT8_T, 2: MPI.UINT16_T}[dtype.itemsize]
+        return mt, MPI.Op.Create(fn, commute=True)
+
+    @staticmethod
+    def _typed(x, mt):
+        """A buffer spec; narrow floats travel as unsigned ints of the same width."""
+        return [x if x.dtype in _BUILTIN_TYPES else x.view(_INT_VIEW[x.dtype.itemsize]), mt]
 
     def _native_allreduce(self, flat, op):
         mt, mop = self._mpi_op(op, flat.dtype)
@@ -219,10 +226,11 @@ class _Watchdog:
                 self.on_expire()
 
 
-_BUILTIN_TYPES = {
-    "float32": "FLOAT", "float64": "DOUBLE", "int8": "INT8_T", "int16": "INT16_T",
-    "int32": "INT32_T", "int64": "INT64_T", "uint8": "UINT8_T", "uint16": "UINT16_T",
-    "uint32": "UINT32_T", "uint64": "UINT64_T",
+_BUILTIN_TYPES = {  # keyed by dtype (dtype.name is slow: ~10 us per call)
+    np.dtype(k): v for k, v in {
+        "float32": "FLOAT", "float64": "DOUBLE", "int8": "INT8_T", "int16": "INT16_T",
+        "int32": "INT32_T", "int64": "INT64_T", "uint8": "UINT8_T", "uint16": "UINT16_T",
+        "uint32": "UINT32_T", "uint64": "UINT64_T"}.items()
 }
 _INT_VIEW = {1: np.uint8, 2: np.uint16}
 
