@@ -11,6 +11,7 @@ import keyword
 import math
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 from tilepy.errors import Loc, TileTypeError, VerifyError
@@ -370,7 +371,8 @@ def _representable(c: Const) -> bool:
     if dt.is_bool:
         return True
     if dt.is_int:
-        return dt.min_value <= v <= dt.max_finite
+        info = ml_dtypes.iinfo(dt.np_dtype)  # exact; the table's float limits round int64
+        return int(info.min) <= v <= int(info.max)
     from tilepy.precision import cast
 
     back = float(np.asarray(cast(np.asarray([v], dtype=np.float64), dt.name)[0],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 
+import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -76,9 +77,17 @@ def arrays(name: str, shape):
         return base.map(lambda a: a.astype(f.np_dtype))
     if f.is_bool:
         return hnp.arrays(np.bool_, shape)
-    lo, hi = int(f.min_value), int(f.max_finite)
-    base = hnp.arrays(np.int64, shape, elements=st.integers(lo, hi))
-    return base.map(lambda a: a.astype(f.np_dtype))
+    lo, hi = int_range(f)
+    if f.bits == 4:  # ml_dtypes' int4/uint4: draw int8, then convert
+        base = hnp.arrays(np.int8, shape, elements=st.integers(lo, hi))
+        return base.map(lambda a: a.astype(f.np_dtype))
+    return hnp.arrays(f.np_dtype, shape, elements=st.integers(lo, hi))
+
+
+def int_range(f) -> tuple[int, int]:
+    """The exact (min, max) of an integer format (the table's float limits round int64)."""
+    info = ml_dtypes.iinfo(f.np_dtype)
+    return int(info.min), int(info.max)
 
 
 # ---------------------------------------------------------------- typed builders
@@ -174,8 +183,9 @@ def random_literal(rng: random.Random, dt) -> Const:
         pool = [v for v in special_values(dt.name) if not (v != v and rng.random() < 0.7)]
         pool += [rng.uniform(-4, 4), round(rng.uniform(-100, 100), 1)]
         return Const(representable(rng.choice(pool), dt), dt)
-    return Const(rng.choice([0, 1, -1, 3, int(dt.min_value), int(dt.max_finite),
-                             rng.randint(int(dt.min_value), int(dt.max_finite))]), dt)
+    lo, hi = int_range(dt)
+    return Const(rng.choice([v for v in (0, 1, -1, 3) if lo <= v <= hi]
+                            + [lo, hi, rng.randint(lo, hi)]), dt)
 
 
 def random_expr(rng: random.Random, leaves: dict, dt, depth: int):

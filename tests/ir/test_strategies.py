@@ -26,10 +26,13 @@ def test_float_arrays_reach_edge_values(name):
         assert np.isinf(f64(find(strat, lambda a: np.isinf(f64(a)).any()))).any()
 
 
-@given(S.arrays("int4", (5,)))
-def test_int4_arrays_stay_in_range(a):
-    v = a.astype(np.int64)
-    assert v.min() >= -8 and v.max() <= 7
+@pytest.mark.parametrize("name,lo,hi", [("int4", -8, 7), ("uint4", 0, 15),
+                                         ("int64", -2**63, 2**63 - 1), ("uint64", 0, 2**64 - 1)])
+def test_int_arrays_span_exactly_their_range(name, lo, hi):
+    strat = S.arrays(name, (3,))
+    low = find(strat, lambda a: int(a.astype(object).min()) == lo)
+    assert low.dtype == S.FORMATS[name].np_dtype
+    assert int(find(strat, lambda a: int(a.astype(object).max()) == hi).astype(object).max()) == hi
 
 
 @pytest.mark.parametrize("kind", S.KINDS)

@@ -275,6 +275,7 @@ def test_invalid_name():
 
 
 @pytest.mark.parametrize("value,dt", [(0.1, "float16"), (300, "int8"), (-1, "uint8"),
+                                      (2**63, "int64"), (2**64, "uint64"), (8, "int4"),
                                       (float("inf"), "float8_e4m3fn"), (1e-50, "float32")])
 def test_unrepresentable_literal(value, dt):
     lit = S.Const(value, dtype(dt))
@@ -283,7 +284,8 @@ def test_unrepresentable_literal(value, dt):
 
 @pytest.mark.parametrize("value,dt", [(0.099975586, "float16"), (float("nan"), "float32"),
                                       (-0.0, "bfloat16"), (448.0, "float8_e4m3fn"),
-                                      (-128, "int8")])
+                                      (-128, "int8"), (2**63 - 1, "int64"),
+                                      (2**64 - 1, "uint64"), (-8, "int4")])
 def test_representable_literal(value, dt):
     lit = S.Const(S.representable(value, dtype(dt)) if dtype(dt).is_float else value, dtype(dt))
     verify(kernel(Let(Var("t", dtype(dt)), lit, loc=HERE)))
