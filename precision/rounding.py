@@ -59,8 +59,9 @@ def round_to(x, fmt) -> np.ndarray:
     `cast(x, fmt).astype(compute dtype)`, faster for float32 input."""
     f = get_format(fmt)
     x = np.asarray(x)
-    if f.name == "bfloat16" and x.dtype == np.float32:  # hot path: no overflow possible
-        return x.astype(f.np_dtype).astype(np.float32)
+    if f.name == "bfloat16" and x.dtype == np.float32:  # hot path (sNaN sets "invalid")
+        with np.errstate(invalid="ignore"):
+            return x.astype(f.np_dtype).astype(np.float32)
     if not f.is_narrow_float:
         return cast(x, f)
     x = _as_float(x)
