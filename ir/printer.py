@@ -8,6 +8,7 @@ describes the format.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections import Counter
@@ -204,6 +205,13 @@ def short_names(func: PrimFunc) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- statements
+
+
+def format_diff(before: PrimFunc, after: PrimFunc, *, locs: bool = False) -> str:
+    """A unified diff of two functions' text (what a pass changed); empty when equal."""
+    a = format_func(before, locs=locs).splitlines(keepends=True)
+    b = format_func(after, locs=locs).splitlines(keepends=True)
+    return "".join(difflib.unified_diff(a, b, f"{before.name} (before)", f"{after.name} (after)"))
 
 
 def format_func(func: PrimFunc, *, locs: bool = True) -> str:

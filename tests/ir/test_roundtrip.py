@@ -15,8 +15,8 @@ from tilepy.ir.expr import Buffer, Call, Const, Load, Var, full_region
 from tilepy.ir.hashing import structural_equal
 from tilepy.ir.ops import CASTS, OPS, Op
 from tilepy.ir.parser import parse
-from tilepy.ir.printer import format_expr, format_func
-from tilepy.ir.stmt import Launch, PrimFunc, Store, walk
+from tilepy.ir.printer import format_diff, format_expr, format_func
+from tilepy.ir.stmt import Launch, Let, PrimFunc, Store, walk
 from tilepy.ir.types import Scope, dtype
 
 
@@ -217,3 +217,21 @@ def test_bad_dtype_and_wrong_operand_types():
 @given(st.integers(0, 40))
 def test_program_family_is_deterministic(seed):
     assert structural_equal(S.program(seed), S.program(seed))
+
+
+def test_top_level_let_roundtrips():
+    n, blocks, bx = Var("n"), Var("blocks"), Var("bx")
+    out = Buffer("out", (n,), dtype("float32"))
+    launch = Launch((blocks,), (bx,), (32,), (Store(out, (bx,), S.c(1.0, "float32")),))
+    f = PrimFunc("f", (out,), (n,), (Let(blocks, S.ceildiv(n, 4)), launch))
+    roundtrip(f)
+    text = format_func(f)
+    assert "    blocks = (n + 3) // 4\n    with T.Kernel(blocks, threads=32) as bx:" in text
+
+
+def test_format_diff_shows_what_changed():
+    a, b = examples.matmul(), examples.matmul(stages=2)
+    d = format_diff(a, b)
+    assert "-        for k in T.Pipelined((K + 31) // 32, num_stages=3):" in d
+    assert "+        for k in T.Pipelined((K + 31) // 32, num_stages=2):" in d
+    assert format_diff(a, examples.matmul()) == ""
