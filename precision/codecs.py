@@ -269,6 +269,23 @@ def _decoder(name: str):
     return _make_table_decoder(f)
 
 
+def rounder(fmt):
+    """The njit float32 -> float32 of `round_to` for one element: decode(encode(x)), the
+    value rounded to `fmt` (the JIT's rounding after each narrow-float operation)."""
+    return _rounder(get_format(fmt).name)
+
+
+@lru_cache(maxsize=None)
+def _rounder(name: str):
+    enc, dec = _encoder(name, False), _decoder(name)
+
+    @numba.njit(inline="always")
+    def round_one(x):
+        return dec(enc(x))
+
+    return round_one
+
+
 # ---------------------------------------------------------------------------- arrays
 
 
@@ -322,17 +339,31 @@ def encode_sr_array(x, rbits, fmt, saturate: bool = False) -> np.ndarray:
     return out
 
 
+@lru_cache(maxsize=None)
+def _encode64_kernel(fmt, saturate: bool):
+    from tilepy.precision.codecs64 import encoder64
+
+    enc = encoder64(fmt, saturate)
+
+    @numba.njit(parallel=True)
+    def run(x, out):
+        for i in numba.prange(x.size):
+            out[i] = enc(x[i])
+
+    return run
+
+
 def encode_array(x, fmt, saturate: bool = False) -> np.ndarray:
-    """Storage codes of a float32 array (any shape) encoded in parallel with `encoder`;
-    same bits as `tilepy.precision.encode`. float64 input is refused: round it once with
-    `tilepy.precision.cast`."""
+    """Storage codes of a float array (any shape) encoded in parallel; same bits as
+    `tilepy.precision.encode`. float32 goes through `encoder`, float64 through
+    `codecs64.encoder64` (one rounding); other floats are widened to float32 (exact)."""
     f = get_format(fmt)
     x = np.asarray(x)
-    if x.dtype == np.float64:
-        raise TypeError("encode_array takes float32; use tilepy.precision.cast for float64")
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    wide = x.dtype == np.float64
+    x = np.ascontiguousarray(x, dtype=np.float64 if wide else np.float32)
     out = np.empty(x.shape, dtype=f.storage)
-    _encode_kernel(f.name, bool(saturate))(x.reshape(-1), out.reshape(-1))
+    kernel = _encode64_kernel if wide else _encode_kernel
+    kernel(f.name, bool(saturate))(x.reshape(-1), out.reshape(-1))
     return out
 
 

@@ -8,40 +8,16 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir as llvm_ir
-from numba import types
-from numba.extending import intrinsic
 
 from tilepy.precision import gemm
+from tilepy.precision.codecs64 import bits_f64, f64_bits
 
 _MODE = {name: i for i, name in enumerate(gemm.MODES)}
 
 
-@intrinsic
-def _f64_bits(typingctx, x):
-    if x != types.float64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], llvm_ir.IntType(64))
-
-    return types.uint64(types.float64), codegen
-
-
-@intrinsic
-def _bits_f64(typingctx, b):
-    if not isinstance(b, types.Integer) or b.bitwidth != 64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], llvm_ir.DoubleType())
-
-    return types.float64(b), codegen
-
-
 @numba.njit(inline="always")
 def _trunc(v, keep):
-    return _bits_f64(_f64_bits(v) & keep)
+    return bits_f64(f64_bits(v) & keep)
 
 
 @numba.njit(parallel=True)

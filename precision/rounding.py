@@ -42,7 +42,12 @@ def cast(x, fmt, saturate: bool = False) -> np.ndarray:
         x = np.clip(x, -f.max_finite, f.max_finite) if f.has_sign else _clip_top(x, f)
     if x.dtype == np.float32 or f.bits >= 32 or f.name == "float16":
         with np.errstate(all="ignore"):  # single rounding already (numpy / ml_dtypes)
-            return x.astype(f.np_dtype)
+            out = x.astype(f.np_dtype)
+            if f.name == "float16" and x.dtype == np.float64:
+                nan = np.isnan(x)  # NaN payloads: as for float32(x), like the other formats
+                if nan.any():
+                    out[nan] = x[nan].astype(np.float32).astype(np.float16)
+            return out
     if f.name == _E8M0:
         return _e8m0_from64(x).view(f.np_dtype)
     with np.errstate(all="ignore"):

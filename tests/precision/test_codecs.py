@@ -71,9 +71,31 @@ def test_scalar_codecs_inside_another_kernel():
     assert codecs.encoder("e4m3", True) is enc  # looked up by table name or alias
 
 
-def test_encode_array_refuses_float64():
-    with pytest.raises(TypeError, match="cast"):
-        codecs.encode_array(np.zeros(3), "bfloat16")
+@pytest.mark.parametrize("fmt", ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2",
+                                 "float4_e2m1fn", "float8_e8m0fnu"])
+def test_float64_encoder_rounds_once_like_cast(fmt):
+    rng = np.random.default_rng(8)
+    x32 = np.concatenate([edge_f32(fmt), RANDOM[:100_000]])
+    tiny = np.ldexp(1.0, -rng.integers(25, 52, x32.size))
+    with np.errstate(all="ignore"):
+        x = np.concatenate([x32.astype(np.float64) * (1 + tiny), x32 * (1 - tiny), [1e300]])
+    for saturate in (False, True):
+        assert same_bits(codecs.encode_array(x, fmt, saturate), cast(x, fmt, saturate))
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn"])
+def test_rounder_is_round_to(fmt):
+    r = codecs.rounder(fmt)
+
+    @numba.njit
+    def run(x, out):
+        for i in range(x.size):
+            out[i] = r(x[i])
+
+    x = np.concatenate([edge_f32(fmt), RANDOM[:100_000]])
+    out = np.empty_like(x)
+    run(x, out)
+    assert same_bits(out, round_to(x, fmt))
 
 
 def test_import_precision_does_not_import_numba():

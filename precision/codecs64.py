@@ -1,0 +1,108 @@
+"""Numba float64 -> narrow-format encoders with ONE rounding (what `cast` does for float64).
+
+Owns `encoder64` (the JIT's path for values computed in float64, e.g. transcendentals,
+then stored narrow) and the float64 bit intrinsics. The value is rounded to the format's
+grid in float64 and handed, now exact, to the float32 encoder of codecs.py, so overflow,
+NaN and saturation rules stay in one place. Imports numba.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numba
+import numpy as np
+from llvmlite import ir as llvm_ir
+from numba import types
+from numba.extending import intrinsic
+
+from tilepy.precision.codecs import _encoder
+from tilepy.precision.codespec import code_spec
+from tilepy.precision.formats import get_format
+
+
+@intrinsic
+def f64_bits(typingctx, x):
+    """Bit pattern (uint64) of a float64, inside njit code."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], llvm_ir.IntType(64))
+
+    return types.uint64(types.float64), codegen
+
+
+@intrinsic
+def bits_f64(typingctx, b):
+    """float64 with the given 64-bit pattern, inside njit code."""
+    if not isinstance(b, types.Integer) or b.bitwidth != 64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], llvm_ir.DoubleType())
+
+    return types.float64(b), codegen
+
+
+def encoder64(fmt, saturate: bool = False):
+    """The njit encoder float64 -> storage code of a narrow float format, rounding once
+    (RNE); bits equal `tilepy.precision.encode(x_float64, fmt, saturate)`."""
+    return _encoder64(get_format(fmt).name, bool(saturate))
+
+
+@lru_cache(maxsize=None)
+def _encoder64(name: str, saturate: bool):
+    if name == "float8_e8m0fnu":
+        return _make_e8m0_encoder64(saturate)
+    s = code_spec(name)
+    U = np.uint64
+    drop = U(52 - s.man_bits)
+    half_m1 = U((1 << (52 - s.man_bits - 1)) - 1)
+    low = ~U((1 << (52 - s.man_bits)) - 1)
+    magic = 2.0 ** (s.emin - s.man_bits + 52)
+    min_normal = 2.0**s.emin
+    top = get_format(name).max_finite
+    enc32 = _encoder(name, saturate)
+
+    @numba.njit(inline="always")
+    def encode(x):
+        v = np.float64(x)
+        if saturate:
+            if v > top:
+                v = top
+            elif v < -top:
+                v = -top
+        a = abs(v)
+        if a < min_normal:  # the add rounds to the subnormal spacing, ties to even
+            r = np.float64(np.copysign((a + magic) - magic, v))
+        else:
+            b = f64_bits(v)
+            r = bits_f64(U(U(b + half_m1) + U((b >> drop) & U(1))) & low)
+        if v != v:
+            r = v
+        return enc32(np.float32(r))  # exact: r is on the grid (or overflows, or NaN)
+
+    return encode
+
+
+def _make_e8m0_encoder64(saturate: bool):
+    """float8_e8m0fnu from float64 with ml_dtypes' float32 rule applied once (see
+    rounding._e8m0_from64)."""
+    over = 0xFE if saturate else 0xFF
+
+    @numba.njit(inline="always")
+    def encode(x):
+        v = np.float64(x)
+        if not v > 0:
+            return np.uint8(0xFF)
+        b = f64_bits(v)
+        e = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF)) - 1023
+        mant = b & np.uint64((1 << 52) - 1)
+        if e >= -126:
+            code = e + 127 + (1 if mant >= np.uint64(1 << 51) else 0)
+        else:
+            code = 1 if (e == -127 and mant > 0) else 0
+        return np.uint8(over if code > 254 else code)
+
+    return encode
