@@ -132,3 +132,17 @@ def test_every_float32_encodes_like_ml_dtypes_other_formats(fmt):
     for start in range(0, 1 << 32, step):
         x = np.arange(start, start + step, dtype=np.uint64).astype(np.uint32).view(np.float32)
         assert same_bits(codecs.encode_array(x, fmt), ml_cast(x, fmt)), hex(start)
+
+
+@pytest.mark.parametrize("fmt", FLOAT_NARROW)
+def test_code_spec_constants_agree_with_the_table(fmt):
+    from tilepy.precision.codespec import code_spec
+
+    f, s = get_format(fmt), code_spec(fmt)
+    table = codecs.decode_table(fmt) if f.bits <= 8 else None
+    value = (lambda c: float(table[c])) if table is not None else (
+        lambda c: float(np.array([c], f.storage).view(f.np_dtype).astype(np.float32)[0]))
+    assert value(s.max_code) == f.max_finite
+    assert np.isnan(value(s.nan_pos)) or s.nan_rule == "flipzero"
+    if f.has_inf:
+        assert value(s.ovf_pos) == np.inf and value(s.ovf_neg) == -np.inf
