@@ -8,6 +8,7 @@ Usage: python bench/codecs.py [--n 16777216] [--rounds 7] [--threads 2]
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import ml_dtypes
@@ -91,16 +92,16 @@ def main() -> None:
     rows = _cases(x)
     med = _measure(rows, a.rounds)
     print(f"n = {a.n} float32 N(0,1) elements, {a.rounds} interleaved rounds (median), "
-          f"numba threads = {a.threads}")
-    print(f"| {'operation':24} | {'competitor':14} | {'Melem/s':>8} | {'vs ml_dtypes':>12} |")
-    print(f"|{'-' * 26}|{'-' * 16}|{'-' * 10}|{'-' * 14}|")
+          f"numba threads = {a.threads}, load average {os.getloadavg()[0]:.1f}")
+    print(f"| {'operation':24} | {'competitor':15} | {'Melem/s':>8} | {'vs ml_dtypes':>12} |")
+    print(f"|{'-' * 26}|{'-' * 17}|{'-' * 10}|{'-' * 14}|")
     for name, comp in rows:
         base = med[(name, "ml_dtypes")]
         for who in comp:
             t = med[(name, who)]
             label = "numpy+ml_dtypes" if name.startswith("quantize") and who == "ml_dtypes" \
                 else who
-            print(f"| {name:24} | {label:14} | {a.n / t / 1e6:8.0f} | {base / t:11.1f}x |")
+            print(f"| {name:24} | {label:15} | {a.n / t / 1e6:8.0f} | {base / t:11.1f}x |")
 
 
 if __name__ == "__main__":
