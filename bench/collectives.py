@@ -139,10 +139,10 @@ def overlap_demo(p: int = 2) -> str:
     """Exposed-communication fraction of the overlap engine on a toy backward pass."""
     from tilepy.parallel.overlap import BucketReducer
 
-    params = [(f"w{i}", (512, 512), np.float32) for i in range(8)]  # 1 MiB each
+    params = [(f"w{i}", (512, 512), np.float32) for i in range(16)]  # 1 MiB each
 
     def body(comm):
-        red = BucketReducer(comm, params, cap_bytes=2 * MIB)
+        red = BucketReducer(comm, params, cap_bytes=MIB)
         g = np.ones((512, 512), np.float32)
         a = np.ones(1 << 20)
         t0 = time.perf_counter()
@@ -157,7 +157,7 @@ def overlap_demo(p: int = 2) -> str:
         return red.exposed_fraction(), red.exposed, step, red.timeline.busy("comm")
 
     frac, exposed, step, busy = tp.launch(body, p)[0]
-    return (f"overlap engine, {p} local ranks, 8 x 1 MiB gradients in 2 MiB buckets: step "
+    return (f"overlap engine, {p} local ranks, 16 x 1 MiB gradients in 1 MiB buckets: step "
             f"{step * 1e3:.1f} ms, communication busy {busy * 1e3:.1f} ms, exposed "
             f"{exposed * 1e3:.1f} ms (fraction {frac:.2f})")
 
