@@ -2,8 +2,13 @@
 printer, parser, passes and analyses. Pure data and functions over it; never executes a kernel.
 """
 
+# the tools over the IR (imported after the node types they use)
+from tilepy.ir.analysis import Counts, count  # noqa: E402
 from tilepy.ir.expr import Buffer, Call, Const, Expr, Load, Region, Var, full_region
+from tilepy.ir.hashing import structural_hash  # noqa: E402
 from tilepy.ir.ops import OPS, Compute, Op, OpDef
+from tilepy.ir.parser import parse  # noqa: E402
+from tilepy.ir.printer import format_expr, format_func  # noqa: E402
 from tilepy.ir.stmt import (
     Alloc,
     AtomicAdd,
@@ -27,10 +32,12 @@ from tilepy.ir.stmt import (
     walk,
 )
 from tilepy.ir.types import DType, Scope, compute_dtype, dtype, promote
+from tilepy.ir.verify import verify  # noqa: E402
 
 __all__ = [
     "Alloc", "AtomicAdd", "Breakpoint", "Buffer", "Call", "Compute", "Const", "Copy", "Cumsum",
     "DType", "Expr", "Fill", "For", "ForKind", "Gemm", "If", "Launch", "Let", "Load", "OPS",
     "Op", "OpDef", "PrimFunc", "Print", "Reduce", "ReduceKind", "Region", "Scope", "Stmt",
     "Store", "Var", "While", "compute_dtype", "dtype", "full_region", "promote", "walk",
+    "Counts", "count", "format_expr", "format_func", "parse", "structural_hash", "verify",
 ]

@@ -1,12 +1,14 @@
 """Scalar expressions, buffers and regions: the values tile statements read and write.
 
 Frozen dataclasses; structural equality ignores source locations, so equal programs hash
-equal. Expressions are built here already typed; the type rules live in the op table
-(ops.py), which `call()` applies. Nothing here evaluates anything.
+equal, and compares float literals by their bits (0.0 != -0.0; a NaN equals itself).
+Expressions carry their dtype; the type rules live in the op table (ops.py), which the
+front end applies when it builds a `Call`. Nothing here evaluates anything.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -14,12 +16,22 @@ from tilepy.errors import NOLOC, Loc
 from tilepy.ir.types import DType, Scope, int32
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Const:
     """A literal of a dtype. `value` is a Python bool, int or float."""
 
     value: Union[bool, int, float]
     dtype: DType
+
+    def _key(self):
+        v = self.value
+        return (self.dtype, struct.pack("<d", v) if isinstance(v, float) else v)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     def __post_init__(self):
         # normalise so 1 and 1.0 of the same dtype compare (and hash) equal

@@ -309,11 +309,23 @@ def cast_values(x: np.ndarray, src: DType, dst: DType, saturate: bool = False) -
             return cast(np.asarray(x), dst.name, saturate=True).astype(compute_dtype(dst))
         return round_values(np.asarray(x), dst)
     if src.is_float:
-        lo, hi = dst.min_value, dst.max_finite
-        t = np.trunc(np.nan_to_num(x.astype(np.float64), nan=0.0))
-        t = np.clip(t, lo, hi)
-        return t.astype(compute_dtype(dst))
+        return float_to_int(x, dst)
     return wrap_int(np.asarray(x).astype(np.int64), dst)
+
+
+def float_to_int(x: np.ndarray, dst: DType) -> np.ndarray:
+    """Truncate toward zero, clamp to dst's exact integer range, NaN -> 0."""
+    import ml_dtypes
+
+    info = ml_dtypes.iinfo(dst.np_dtype)
+    t = np.trunc(np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0, posinf=np.inf,
+                               neginf=-np.inf))
+    # float(info.max) may round up (2**63 for int64): anything >= it is out of range
+    high, low = t >= float(info.max), t <= float(info.min)
+    inside = np.where(high | low, 0.0, t)
+    out = inside.astype(compute_dtype(dst))
+    out = np.where(high, np.asarray(info.max).astype(out.dtype), out)
+    return np.where(low, np.asarray(info.min).astype(out.dtype), out).astype(out.dtype)
 
 
 def wrap_int(x: np.ndarray, dt: DType) -> np.ndarray:

@@ -219,6 +219,11 @@ class PrimFunc:
     out_idx: tuple[int, ...] = ()
     loc: Loc = _loc()
 
+    def __str__(self) -> str:
+        from tilepy.ir.printer import format_func
+
+        return format_func(self)
+
 
 def walk(body: Body):
     """Every statement of a body, depth first, in program order."""

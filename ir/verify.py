@@ -220,9 +220,10 @@ class _Verifier:
 
     def s_Alloc(self, s: Alloc, env: _Env) -> None:
         b = s.buffer
-        if b.scope is Scope.GLOBAL:
+        if b.scope is Scope.GLOBAL and b.data is None:
             self.fail(s.loc, f"{b.name} is allocated in global memory",
-                      "global buffers are kernel parameters; allocate shared/fragment/local")
+                      "global buffers are kernel parameters (or re-views of one, "
+                      "T.Tensor(shape, dtype, param.data)); allocate shared/fragment/local")
         self.claim(b.name, b, s.loc)
         for d in b.shape:
             self.index(d, env, s.loc, f"a dimension of {b.name}")

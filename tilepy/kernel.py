@@ -45,6 +45,9 @@ class Kernel:
     """A compiled-on-demand kernel. Call it with numpy / ml_dtypes arrays."""
 
     def __init__(self, func: PrimFunc, out_idx=()):
+        from tilepy.ir.verify import verify
+
+        verify(func)  # a front-end bug must never reach a backend
         n = len(func.params)
         idx = out_idx if isinstance(out_idx, (list, tuple)) else [out_idx]
         self.func = func.__class__(**{**func.__dict__, "out_idx": tuple(
