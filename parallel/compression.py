@@ -3,7 +3,8 @@ scales, top-k, PowerSGD, and error feedback; each encodes to ONE uint8 buffer wh
 is the exact byte count sent (payload + scales + indices), so accounting is `buf.size`.
 
 Element rounding uses tilepy.precision (cast = RNE, stochastic_round with explicit random
-bits). Block quantise/dequantise is written here in numpy: precision/ has no block API yet.
+bits); `MXBlock` is precision's own MX / NVFP4 quantiser. The power-of-two block layer of
+the other quantisers is written here (it adds stochastic rounding and the dense int4).
 """
 
 from __future__ import annotations
@@ -11,10 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.precision import (
+    SCHEMES,
+    Quantized,
     cast,
+    dequantize,
     get_format,
     pack,
     pack_nibbles,
+    quantize,
     random_bits,
     unpack,
     unpack_nibbles,
@@ -129,6 +134,45 @@ class FloatBlock(Compressor):
             vals = buf[nb:].view(self.fmt.np_dtype)
         q = vals.astype(np.float64).reshape(nb, self.block)
         return (q * np.ldexp(1.0, e)[:, None]).reshape(-1)[:n]
+
+
+class MXBlock(Compressor):
+    """The OCP MX / NVFP4 block formats exactly as tilepy.precision quantises them
+    (`quantize` / `dequantize`): mxfp8_e4m3, mxfp8_e5m2, mxfp4, mxint8 (32-element blocks,
+    e8m0 scales) and nvfp4 (16-element blocks, e4m3 scales, a float32 tensor scale).
+    4-bit codes are packed two per byte. Values pass through float32 first."""
+
+    BLOCK = {"nvfp4": 16}
+
+    def __init__(self, scheme: str = "mxfp4"):
+        self.scheme = scheme
+        self.block = self.BLOCK.get(scheme, 32)
+        self.name = scheme
+
+    def encode(self, v, seed=0):
+        v = np.asarray(v, np.float64).reshape(-1)
+        padded = np.zeros(-(-v.size // self.block) * self.block, np.float64)
+        padded[:v.size] = v
+        q = quantize(padded, self.scheme)
+        four = get_format(q.elem).bits == 4
+        codes = pack_nibbles(q.codes) if four else q.codes
+        parts = [q.scales.view(np.uint8).reshape(-1), codes.reshape(-1)]
+        if q.tensor_scale is not None:
+            parts.append(np.array([q.tensor_scale], np.float32).view(np.uint8))
+        return np.concatenate(parts)
+
+    def decode(self, buf, n):
+        nb = -(-n // self.block)
+        m = nb * self.block
+        elem = SCHEMES[self.scheme].elem
+        four = get_format(elem).bits == 4
+        ncode = m // 2 if four else m
+        codes = buf[nb:nb + ncode]
+        codes = unpack_nibbles(codes, m) if four else codes
+        tail = buf[nb + ncode:]
+        ts = tail.view(np.float32)[0] if tail.size else None
+        q = Quantized(self.scheme, elem, codes.copy(), buf[:nb].copy(), ts)
+        return dequantize(q).astype(np.float64)[:n]
 
 
 class Int4Dense(IntBlock):

@@ -13,7 +13,8 @@ from tilepy.parallel import compression as c
 from tilepy.precision import cast
 
 RNE = [c.IntBlock(8), c.IntBlock(4), c.Int4Dense(), c.FloatBlock("float8_e4m3fn"),
-       c.FloatBlock("float8_e5m2"), c.FloatBlock("float4_e2m1fn"), c.TopK(0.05)]
+       c.FloatBlock("float8_e5m2"), c.FloatBlock("float4_e2m1fn"), c.TopK(0.05),
+       c.MXBlock("mxfp4"), c.MXBlock("mxfp8_e4m3"), c.MXBlock("mxint8"), c.MXBlock("nvfp4")]
 SR = [c.IntBlock(8, stochastic=True), c.Int4Dense(stochastic=True),
       c.FloatBlock("float8_e4m3fn", stochastic=True)]
 
@@ -28,6 +29,8 @@ def grads(n=1024, seed=0):
     (c.IntBlock(4), Fraction(17, 128)), (c.FloatBlock("float4_e2m1fn"), Fraction(17, 128)),
     (c.IntBlock(8), Fraction(33, 128)), (c.FloatBlock("float8_e5m2"), Fraction(33, 128)),
     (c.TopK(0.01), Fraction(8 * 41, 4 * 4096)),
+    (c.MXBlock("mxfp4"), Fraction(17, 128)), (c.MXBlock("mxfp8_e4m3"), Fraction(33, 128)),
+    (c.MXBlock("nvfp4"), Fraction(9 * 4096 // 16 + 4, 4 * 4096)),
 ], ids=lambda x: getattr(x, "name", str(x)))
 def test_exact_byte_ratio_including_metadata(comp, ratio):
     n = 4096
@@ -43,6 +46,18 @@ def test_int_quantiser_error_at_most_half_a_step(comp):
     step = np.repeat(np.ldexp(1.0, c.pow2_exponents(blocks, comp.qmax)), comp.block)[:v.size]
     assert np.all(np.abs(d - v) <= step / 2)
     assert np.any(d != v)
+
+
+@pytest.mark.parametrize("scheme", ["mxfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxint8", "nvfp4"])
+def test_mx_compressor_is_precisions_quantiser(scheme):
+    from tilepy.precision import dequantize, quantize
+
+    v = grads(96, 6)  # a multiple of the block: no padding
+    comp = c.MXBlock(scheme)
+    want = dequantize(quantize(v, scheme)).astype(np.float64)
+    assert np.array_equal(comp.decode(comp.encode(v), v.size), want)
+    w = grads(50, 7)  # padded to whole blocks, cut back on decode
+    assert comp.decode(comp.encode(w), w.size).shape == (50,)
 
 
 def test_fp8_elements_are_precision_casts():
@@ -128,7 +143,8 @@ def _least_squares(comm, make, steps=200, lr=0.5):
 
 @pytest.mark.parametrize("make", [c.Int4Dense, lambda: c.IntBlock(4, stochastic=True),
                                   lambda: c.FloatBlock("float8_e4m3fn"),
-                                  lambda: c.FloatBlock("float4_e2m1fn"), lambda: c.TopK(0.1)])
+                                  lambda: c.FloatBlock("float4_e2m1fn"), lambda: c.TopK(0.1),
+                                  lambda: c.MXBlock("mxfp4"), lambda: c.MXBlock("nvfp4")])
 def test_least_squares_converges_like_uncompressed(make):
     base = launch(_least_squares, RANKS, None)[0][0]
     res = launch(_least_squares, RANKS, make)
