@@ -1,6 +1,6 @@
 """nccl-tests-style allreduce tables for tilepy.parallel, side by side with mpi4py.
 
-  python bench/collectives.py            # local (2, 4 ranks) + mpi (2, 4 ranks) + model
+  python bench/collectives.py            # local + mpi at 2, 3 and 4 ranks, + cost model
   python bench/collectives.py --quick    # fewer sizes, for a smoke run
 Columns: size, time (median us), algbw = bytes / time, busbw = algbw * 2(p-1)/p (GB/s).
 MPI rows come from `mpiexec -n p python bench/collectives.py --worker`, run by this script.
@@ -173,7 +173,7 @@ def main():
         return worker(sizes)
     bw = memory_bandwidth()
     print(f"memory bandwidth (numpy copy, read+write, 1 thread): {bw / 1e9:.2f} GB/s\n")
-    for p in (2, 4):
+    for p in (2, 3, 4):
         res = tp.launch(lambda c: sweep(c, sizes, ["ring", "rabenseifner", "tree"]), p)[0]
         print(table("local backend (threads)", p, sizes, res))
         big, n = res["ring"][-1], sizes[-1]
@@ -188,7 +188,7 @@ def main():
     print(overlap_demo() + "\n")
     if args.no_mpi:
         return
-    for p in (2, 4):
+    for p in (2, 3, 4):
         res, fit = run_mpi(p, sizes, args.quick)
         print(table("mpi backend (MPICH)", p, sizes, res))
         ratio = res["ring"][-1] / res["native"][-1]
