@@ -166,3 +166,16 @@ def test_errors_name_the_problem():
         blocks.quantize(np.zeros((2, 48)), "mxfp4")
     with pytest.raises(ValueError, match="float element"):
         blocks.get_scheme("mxfp4", elem="float8_e5m2")
+
+
+@pytest.mark.parametrize("scheme, shape", [("mxfp8_e4m3", (64,)), ("mxfp8_e4m3", (2, 3, 64)),
+                                           ("fp8_128x128", (2, 128, 256)),
+                                           ("nvfp4", (3, 5, 32))])
+def test_any_rank_numpy_equals_numba(scheme, shape):
+    x = np.random.default_rng(9).standard_normal(shape).astype(np.float32)
+    a, b = blocks.quantize(x, scheme), blocks_jit.quantize(x, scheme)
+    assert a.codes.shape == shape and a.scales.shape == b.scales.shape
+    assert _same(a.codes, b.codes) and _same(a.scales, b.scales)
+    assert _same(blocks.dequantize(a), blocks_jit.dequantize(b))
+    if scheme == "fp8_128x128":
+        assert a.scales.shape == (2, 1, 2)
