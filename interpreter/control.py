@@ -174,14 +174,16 @@ def _if(ctx: Ctx, s: S.If, mask) -> None:
 
 
 def _while(ctx: Ctx, s: S.While, mask) -> None:
+    """Runs while any lane is active; a lane whose condition was false has left the loop
+    for good (its condition is not looked at again)."""
+    m = mask
     while True:
-        c = np.asarray(evaluate(ctx, s.cond, mask), dtype=bool)
+        c = np.asarray(evaluate(ctx, s.cond, m), dtype=bool)
         if c.size == 1:
             if not bool(c.reshape(())):
                 return
-            m = mask
         else:
-            m = _active(and_mask(mask, c))
+            m = _active(and_mask(m, c))
             if m is False:
                 return
         run_body(ctx, s.body, m)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.errors import LoweringError
+from tilepy.errors import ArgumentError, LoweringError
 from tilepy.interpreter.control import run_body
 from tilepy.interpreter.evaluate import evaluate
 from tilepy.interpreter.state import Ctx, Shared
@@ -31,6 +31,7 @@ def run(func: S.PrimFunc, arrays: dict, sizes: dict, *, sanitize: bool = True,
     (bounds are always checked). random_order: run blocks one at a time in an order drawn
     from `seed`. batch=False: one block at a time in block order. trace: a Listener.
     """
+    _check_arrays(func, arrays, sizes)
     shared = Shared(func, dict(arrays), dict(sizes), sanitize, trace)
     host = Ctx(shared, (1,), np.zeros(1, dtype=np.int64))
     for v in func.sizes:
@@ -48,6 +49,15 @@ def run(func: S.PrimFunc, arrays: dict, sizes: dict, *, sanitize: bool = True,
                 f"'{type(s).__name__}' outside T.Kernel: expected only launches and "
                 f"assignments at the top of a kernel", loc=s.loc,
                 hint="move the statement inside a `with T.Kernel(...)` block")
+
+
+def _check_arrays(func: S.PrimFunc, arrays: dict, sizes: dict) -> None:
+    missing = [p.name for p in func.params if p.name not in arrays]
+    if missing:
+        raise ArgumentError(
+            f"kernel '{func.name}' cannot run: expected an array for every parameter; got "
+            f"none for {', '.join(missing)}", loc=func.loc,
+            hint="pass every input and output array (outputs are written in place)")
 
 
 def _launch(shared: Shared, host: Ctx, s: S.Launch, rng, batch: bool) -> None:

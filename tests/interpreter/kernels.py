@@ -359,3 +359,29 @@ def edge_pad(m, n, bm, bn):
             T.copy(S, Y[by * bm, bx * bn])
 
     return k
+
+
+def some_blocks(n, bn):
+    """Tile ops under a block-varying branch: even blocks copy and reduce, odd blocks run
+    a gemm of the tile with itself (a sub-batch that cannot update C in place)."""
+
+    @T.prim_func
+    def k(X: T.Tensor((n, bn), "float32"), Y: T.Tensor((n, bn), "float32"),
+          R: T.Tensor((n // bn, bn), "float32")):
+        with T.Kernel(n // bn) as bx:
+            t = T.alloc_fragment((bn, bn), "float32")
+            r = T.alloc_fragment((bn,), "float32")
+            T.copy(X[bx * bn, 0], t)
+            if bx % 2 == 0:
+                T.reduce_sum(t, r, dim=0)
+                T.cumsum(t, dim=1)
+            else:
+                c = T.alloc_fragment((bn, bn), "float32")
+                T.fill(c, 1.0)
+                T.gemm(t, t, c)
+                T.copy(c, t)
+                T.fill(r, bx)
+            T.copy(t, Y[bx * bn, 0])
+            T.copy(r, R[bx, 0])
+
+    return k

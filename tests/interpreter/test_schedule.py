@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.interpreter import kernels as K
-from tests.interpreter.oracle import random_values, same
-from tilepy.errors import Loc, LoweringError
+from tests.interpreter.oracle import random_values, same, seq_cumsum, seq_fold, seq_gemm
+from tilepy.errors import Loc, LoweringError, OutOfBoundsError
 from tilepy.interpreter import run
 from tilepy.ir import (
     Buffer,
@@ -133,3 +133,49 @@ def _mul(a, b):
 
 def _div(a, b):
     return _call("FLOORDIV", a, b)
+
+
+@given(seed=seeds)
+@settings(max_examples=10)
+def test_tile_ops_under_a_block_varying_branch(seed):
+    rng = np.random.default_rng(seed)
+    n, bn = 48, 8
+    x = random_values(rng, (n, bn), "float32")
+    outs = []
+    for opts in (dict(), dict(batch=False), dict(random_order=True, seed=seed)):
+        y, r = np.zeros((n, bn), np.float32), np.zeros((n // bn, bn), np.float32)
+        run(cached(K.some_blocks)(n, bn).func, dict(X=x, Y=y, R=r), {}, **opts)
+        outs.append((y, r))
+    for y, r in outs[1:]:
+        assert same(y, outs[0][0]) and same(r, outs[0][1])
+    y, r = outs[0]
+    for b in range(n // bn):
+        t = x[b * bn:(b + 1) * bn]
+        if b % 2 == 0:
+            assert same(r[b], seq_fold(t, 0, "sum", np.zeros(bn), "float32"))
+            assert same(y[b * bn:(b + 1) * bn], seq_cumsum(t, 1, False, "float32"))
+        else:
+            assert same(y[b * bn:(b + 1) * bn], seq_gemm(t, t, np.ones((bn, bn)), "float32"))
+            assert same(r[b], np.full(bn, b, np.float32))
+
+
+def test_public_kernel_call_runs_here_with_backend_options():
+    import tilepy
+
+    k = cached(K.affine)(1000, 128, "float32", 2.0, 1.0)
+    x = np.arange(1000, dtype=np.float32)
+    y = np.zeros_like(x)
+    with tilepy.backend("interp", batch=False, sanitize=True):
+        k(x, y)
+    assert same(y, x * np.float32(2) + np.float32(1))
+    with pytest.raises(OutOfBoundsError), tilepy.backend("interp"):
+        K.oob_load(100, 32)(np.zeros(100, np.float32), np.zeros(100, np.float32))
+
+
+def test_a_missing_array_is_an_argument_error():
+    from tilepy.errors import ArgumentError
+
+    with pytest.raises(ArgumentError) as info:
+        run(cached(K.affine)(1000, 128, "float32", 2.0, 1.0).func,
+            dict(X=np.zeros(1000, np.float32)), {})
+    assert "none for Y" in info.value.message
