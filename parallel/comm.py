@@ -260,7 +260,7 @@ class Communicator:
 
     def _allreduce_flat(self, flat, op, algorithm, out, group_size=None):
         if algorithm == NATIVE:
-            return self._native_allreduce(flat, op)
+            return self._native_allreduce(flat, op, out)
         return ALLREDUCE[algorithm](self, flat, op, out=out,
                                     group_size=group_size or self.node_size)
 

@@ -164,9 +164,9 @@ class MpiComm(Communicator):
         """A buffer spec; narrow floats travel as unsigned ints of the same width."""
         return [x if x.dtype in _BUILTIN_TYPES else x.view(_INT_VIEW[x.dtype.itemsize]), mt]
 
-    def _native_allreduce(self, flat, op):
+    def _native_allreduce(self, flat, op, out=None):
         mt, mop = self._mpi_op(op, flat.dtype)
-        out = np.empty_like(flat)
+        out = np.empty_like(flat) if out is None else out  # MPI writes the caller's buffer
         self._guarded(self.mcomm.Allreduce, self._typed(flat, mt), self._typed(out, mt), mop)
         return out
 
