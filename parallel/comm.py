@@ -58,6 +58,7 @@ class Communicator:
 
     backend = "abstract"
     native_ok = False
+    receives_into = False  # True when p2p_sendrecv can write a caller's buffer (copying backends)
 
     def __init__(self, rank: int, size: int, timeout: float, debug: bool, node_size: int):
         self.rank, self.size = rank, size
@@ -78,8 +79,9 @@ class Communicator:
     def p2p_recv(self, src, count, dtype):
         return self._recv_raw(src, COLL_TAG, count, dtype)
 
-    def p2p_sendrecv(self, x, dst, src, count, dtype):
-        return self._sendrecv_raw(x, dst, src, COLL_TAG, count, dtype)
+    def p2p_sendrecv(self, x, dst, src, count, dtype, into=None):
+        """`into`: a buffer the backend may receive into directly (if `receives_into`)."""
+        return self._sendrecv_raw(x, dst, src, COLL_TAG, count, dtype, into)
 
     def _mismatch(self, src, count, dtype, got) -> CollectiveMismatchError:
         return CollectiveMismatchError(
@@ -169,7 +171,7 @@ class Communicator:
         for s in range(p - 1):
             send_c, recv_c = (r - s) % p, (r - 1 - s) % p
             calls[recv_c] = self._sendrecv_raw(calls[send_c], (r + 1) % p, (r - 1) % p,
-                                               DEBUG_TAG, None, np.dtype(np.uint8))
+                                               DEBUG_TAG, None, np.dtype(np.uint8), None)
         texts = [c.tobytes().decode() for c in calls]
         if len(set(texts)) > 1:
             lines = "; ".join(f"rank {i}: {t}" for i, t in enumerate(texts))

@@ -15,13 +15,14 @@ import numpy as np
 class Group(Protocol):
     rank: int
     size: int
+    receives_into: bool
 
     def p2p_send(self, x: np.ndarray, dst: int) -> None: ...
 
     def p2p_recv(self, src: int, count: int | None, dtype: np.dtype | None) -> np.ndarray: ...
 
     def p2p_sendrecv(
-        self, x: np.ndarray, dst: int, src: int, count: int, dtype: np.dtype
+        self, x: np.ndarray, dst: int, src: int, count: int, dtype: np.dtype, into=None
     ) -> np.ndarray: ...
 
 
@@ -33,6 +34,7 @@ class View:
         self.members = list(members)
         self.rank = self.members.index(base.rank)
         self.size = len(self.members)
+        self.receives_into = base.receives_into
 
     def p2p_send(self, x, dst):
         self.base.p2p_send(x, self.members[dst])
@@ -40,5 +42,6 @@ class View:
     def p2p_recv(self, src, count, dtype):
         return self.base.p2p_recv(self.members[src], count, dtype)
 
-    def p2p_sendrecv(self, x, dst, src, count, dtype):
-        return self.base.p2p_sendrecv(x, self.members[dst], self.members[src], count, dtype)
+    def p2p_sendrecv(self, x, dst, src, count, dtype, into=None):
+        return self.base.p2p_sendrecv(x, self.members[dst], self.members[src], count, dtype,
+                                      into)

@@ -110,8 +110,8 @@ class LocalComm(Communicator):
             raise self._mismatch(src, count, dtype, f"{got.size} x {got.dtype}")
         return got
 
-    def _sendrecv_raw(self, x, dst, src, tag, count, dtype):
-        self._send_raw(x, dst, tag)
+    def _sendrecv_raw(self, x, dst, src, tag, count, dtype, into=None):
+        self._send_raw(x, dst, tag)  # references travel: `into` is never written here
         return self._recv_raw(src, tag, count, dtype)
 
     def _make_sub(self, members: list[int], color: int):

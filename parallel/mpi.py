@@ -53,6 +53,7 @@ def _bytes(x: np.ndarray) -> np.ndarray:
 class MpiComm(Communicator):
     backend = "mpi"
     native_ok = True
+    receives_into = True
 
     def __init__(self, mcomm, timeout: float, debug: bool, node_size: int):
         super().__init__(mcomm.Get_rank(), mcomm.Get_size(), timeout, debug, node_size)
@@ -108,14 +109,14 @@ class MpiComm(Communicator):
     def _recv_raw(self, src, tag, count, dtype):
         return self._recv_into(src, tag, count, np.dtype(dtype))
 
-    def _sendrecv_raw(self, x, dst, src, tag, count, dtype):
+    def _sendrecv_raw(self, x, dst, src, tag, count, dtype, into=None):
         dtype = np.dtype(dtype)
         if count is None:
             req = self.mcomm.Isend([_bytes(x), self.MPI.BYTE], dst, tag)
             out = self._recv_into(src, tag, None, dtype)
             self._guarded(req.Wait)
             return out
-        out = np.empty(count, dtype)
+        out = into if into is not None and into.size == count else np.empty(count, dtype)
         status = self.MPI.Status()
         try:
             self._guarded(self.mcomm.Sendrecv, [_bytes(x), self.MPI.BYTE], dst, tag,

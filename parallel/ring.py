@@ -40,15 +40,17 @@ def reduce_scatter(g, x: np.ndarray, op: str, counts: list[int],
     return acc
 
 
-def allgather(g, chunks: list[np.ndarray], counts: list[int], dtype) -> list[np.ndarray]:
-    """Ring allgather: on entry chunk g.rank is this rank's; on exit every chunk is filled."""
+def allgather(g, chunks: list[np.ndarray], counts: list[int], dtype,
+              into: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """Ring allgather: on entry chunk g.rank is this rank's; on exit every chunk is filled.
+    `into`: per-chunk buffers that a copying backend receives into directly."""
     p, r = g.size, g.rank
     chunks = list(chunks)
     for s in range(p - 1):
         send_c, recv_c = (r - s) % p, (r - 1 - s) % p
         chunks[recv_c] = g.p2p_sendrecv(
-            chunks[send_c], (r + 1) % p, (r - 1) % p, counts[recv_c], dtype
-        )
+            chunks[send_c], (r + 1) % p, (r - 1) % p, counts[recv_c], dtype,
+            None if into is None else into[recv_c])
     return chunks
 
 
@@ -60,8 +62,10 @@ def allreduce(g, x: np.ndarray, op: str, chunking: str = "balanced", out=None) -
     if workspace is not None and g.size > 1:
         scratch = workspace(x.size, x.dtype, tuple(counts))
     chunks = reduce_scatter(g, x, op, counts, scratch)
-    chunks = allgather(g, chunks, counts, x.dtype)
     out = np.empty(x.size, x.dtype) if out is None else out
-    for o, c, ch in zip(offsets(counts), counts, chunks):
-        out[o:o + c] = ch
+    slots = split_chunks(out, counts)
+    chunks = allgather(g, chunks, counts, x.dtype, slots if g.receives_into else None)
+    for slot, ch in zip(slots, chunks):
+        if not np.may_share_memory(slot, ch):  # not already received in place
+            slot[...] = ch
     return out
