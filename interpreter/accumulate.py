@@ -120,9 +120,10 @@ def _plain_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
     mul, add = OPS[Op.MUL].numpy, OPS[Op.ADD].numpy
     a_, b_ = at[:, :, :, None], bt[:, :, None, :]
     tmp = np.empty_like(c)
-    for kk in range(at.shape[1]):
-        mul(a_[:, kk], b_[:, kk], out=tmp)
-        add(c, tmp, out=c)
+    with np.errstate(all="ignore"):  # IEEE overflow / inf - inf are values, not errors
+        for kk in range(at.shape[1]):
+            mul(a_[:, kk], b_[:, kk], out=tmp)
+            add(c, tmp, out=c)
 
 
 _THREAD_MIN = 1 << 22  # multiply-adds below which threads cost more than they give
@@ -197,7 +198,8 @@ def _check_dst(ctx: Ctx, td: regions.Tile, want: tuple[int, ...]) -> None:
 def _running_sum(x: np.ndarray, dt: DType) -> np.ndarray:
     """Prefix sums along the last axis, one table ADD per step, in order."""
     if _plain(dt) or dt.is_int and dt.bits >= 8:
-        return OPS[Op.ADD].numpy.accumulate(x, axis=-1)  # sequential; ints wrap alike
+        with np.errstate(all="ignore"):
+            return OPS[Op.ADD].numpy.accumulate(x, axis=-1)  # sequential; ints wrap alike
     out = np.array(x)
     for j in range(1, x.shape[-1]):
         out[..., j] = reference(Op.ADD, [out[..., j - 1], x[..., j]], (dt, dt), dt)

@@ -48,13 +48,15 @@ class Windows:
 
     def _view(self, arr: np.ndarray, writeable: bool) -> np.ndarray:
         axes = tuple(range(self.lead, arr.ndim))
-        return sliding_window_view(arr, self.window, axis=axes, writeable=writeable)
+        return sliding_window_view(_raw(arr), self.window, axis=axes, writeable=writeable)
 
     def get(self, arr: np.ndarray) -> np.ndarray:
-        return self._view(arr, False)[self.starts]
+        out = self._view(arr, False)[self.starts]
+        return out if out.dtype == arr.dtype else out.view(arr.dtype)
 
     def set(self, arr: np.ndarray, values) -> None:
-        self._view(arr, True)[self.starts] = values
+        values = np.asarray(values, dtype=arr.dtype)
+        self._view(arr, True)[self.starts] = _raw(values)
 
     def shape_in(self, arr: np.ndarray) -> tuple[int, ...]:
         """The shape `get(arr)` has, without gathering."""
@@ -74,3 +76,9 @@ class Windows:
                 return False
         rows = np.stack(np.broadcast_arrays(*st), axis=1)
         return len(np.unique(rows, axis=0)) == len(rows)
+
+
+def _raw(a: np.ndarray) -> np.ndarray:
+    """ml_dtypes arrays as same-width unsigned ints: numpy's stride tricks cannot rebuild
+    some of their dtypes (float8_e5m2 reads back as an unknown '<f1')."""
+    return a if a.dtype.isbuiltin else a.view(f"u{a.dtype.itemsize}")

@@ -31,7 +31,9 @@ cached = functools.lru_cache(maxsize=None)
 
 @pytest.mark.parametrize("src,mid", [("float32", "bfloat16"), ("float32", "float8_e4m3fn"),
                                      ("float32", "float16"), ("bfloat16", "float32"),
-                                     ("float32", "int8"), ("int32", "float32")])
+                                     ("float32", "int8"), ("int32", "float32"),
+                                     ("float8_e5m2", "float32"), ("float32", "float8_e5m2"),
+                                     ("float4_e2m1fn", "bfloat16")])
 @given(seed=seeds)
 def test_copy_converts_like_a_store(src, mid, seed):
     rng = np.random.default_rng(seed)
