@@ -1,0 +1,159 @@
+"""Compiling lowered kernels and launching them: tiers, the in-memory cache, argument
+marshalling, and turning Numba failures into LoweringError.
+
+The `numba` tier compiles the generated module with njit(parallel=True) for an explicit
+signature (tile shapes are constants in the source; sizes are int64 arguments); the `py`
+tier runs the very same function as plain Python. Semantics are lowering's business.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tilepy.errors import ArgumentError, LoweringError
+from tilepy.ir.stmt import PrimFunc
+from tilepy.jit import diskcache
+from tilepy.jit.lower import Lowered, lower
+from tilepy.jit.runtime import numba_namespace, py_namespace
+from tilepy.jit.scalars import storage_codec
+
+TIERS = ("numba", "py")
+_LOCK = threading.RLock()
+_MEMORY: dict[tuple, "CompiledKernel"] = {}
+_BY_ID: dict[tuple, tuple[PrimFunc, "CompiledKernel"]] = {}
+
+
+@dataclass
+class CompiledKernel:
+    """A kernel compiled for one tier; call it with the arrays and sizes of `run`."""
+
+    func: PrimFunc
+    source: str  # the generated Python (kernel.source)
+    tier: str
+    fast: bool
+    path: str  # the generated module's file
+    fn: object = field(repr=False)
+    arg_names: tuple[str, ...] = field(repr=False)
+    views: tuple = field(repr=False)  # per param: storage dtype to view as, or None
+
+    def __call__(self, arrays: dict, sizes: dict) -> None:
+        args = self._args(arrays, sizes)
+        if self.tier == "py":
+            with np.errstate(all="ignore"):
+                self.fn(*args)
+        else:
+            self.fn(*args)
+
+    def _args(self, arrays: dict, sizes: dict) -> list:
+        out = []
+        for p, view in zip(self.func.params, self.views):
+            a = arrays.get(p.name)
+            if a is None:
+                raise ArgumentError(f"no array was passed for the parameter '{p.name}'",
+                                    loc=self.func.loc)
+            if not a.flags.c_contiguous:
+                raise ArgumentError(f"'{p.name}' must be C-contiguous",
+                                    loc=self.func.loc, hint="pass np.ascontiguousarray(x)")
+            out.append(a.view(view) if view is not None else a)
+        for v in self.func.sizes:
+            if v.name not in sizes:
+                raise ArgumentError(f"no value was bound to the size '{v.name}'",
+                                    loc=self.func.loc)
+            out.append(int(sizes[v.name]))
+        return out
+
+
+def compile(func: PrimFunc, *, fast: bool = False, tier: str = "numba",
+            disk: bool | None = None) -> CompiledKernel:  # noqa: A001
+    """The compiled kernel for `func`, from memory, the disk cache or a fresh build."""
+    if tier not in TIERS:
+        raise ValueError(f"unknown JIT tier {tier!r}; expected one of {', '.join(TIERS)}")
+    ident = (id(func), fast, tier)
+    hit = _BY_ID.get(ident)
+    if hit is not None and hit[0] is func:
+        return hit[1]
+    key = (func, fast, tier)
+    with _LOCK:
+        k = _MEMORY.get(key)
+        if k is None:
+            k = _build(func, fast, tier, diskcache.enabled() if disk is None else disk)
+            _MEMORY[key] = k
+        _BY_ID[ident] = (func, k)
+    return k
+
+
+def run(func: PrimFunc, arrays: dict, sizes: dict, *, fast: bool = False,
+        tier: str = "numba") -> None:
+    """Run `func` on `arrays` (outputs written in place) with symbolic `sizes` bound."""
+    compile(func, fast=fast, tier=tier)(arrays, sizes)
+
+
+def clear_memory_cache() -> None:
+    with _LOCK:
+        _MEMORY.clear()
+        _BY_ID.clear()
+
+
+def _build(func: PrimFunc, fast: bool, tier: str, disk: bool) -> CompiledKernel:
+    low = lower(func)
+    key = diskcache.key(low.source, tier=tier, fast=fast)
+    path, pyfunc = diskcache.load_module(func.name, key, low.source, low.entry)
+    if tier == "py":
+        pyfunc.__globals__.update(py_namespace(low.codecs))
+        fn = pyfunc
+    else:
+        import numba
+
+        g = pyfunc.__globals__
+        g.update(numba_namespace(low.codecs))
+        for name in low.blocks:  # plain njit functions, typed at the launch's call
+            if not hasattr(g[name], "py_func"):
+                g[name] = numba.njit(error_model="numpy", cache=disk)(g[name])
+        fn = _njit(func, low, pyfunc, cache=disk, path=path)
+    views = tuple(_view_dtype(p) for p in func.params)
+    return CompiledKernel(func, low.source, tier, fast, path, fn, low.args, views)
+
+
+def _view_dtype(p):
+    return p.dtype.storage if storage_codec(p.dtype) is not None else None
+
+
+def signature(func: PrimFunc):
+    """The Numba signature of a kernel: C arrays of the storage dtypes, then int64 sizes."""
+    from numba import from_dtype, types
+
+    arrs = []
+    for p in func.params:
+        np_dt = p.dtype.storage if storage_codec(p.dtype) is not None else p.dtype.np_dtype
+        arrs.append(types.Array(from_dtype(np.dtype(np_dt)), p.ndim, "C"))
+    return types.none(*arrs, *([types.int64] * len(func.sizes)))
+
+
+def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str):
+    import numba
+
+    numba.config.SLP_VECTORIZE = 1  # PERF_NOTES: the gemm inner loop needs it
+    opts = dict(parallel=True, error_model="numpy", cache=cache)
+    try:
+        return numba.njit(signature(func), **opts)(pyfunc)
+    except Exception as e:  # noqa: BLE001 - typing errors, or a corrupted cache file
+        if not (cache and diskcache.purge(path)):
+            raise _internal(func, path, e) from None
+    try:  # the cache entry was unreadable: it is gone now, rebuild it
+        return numba.njit(signature(func), **opts)(pyfunc)
+    except Exception as e:  # noqa: BLE001
+        raise _internal(func, path, e) from None
+
+
+def _internal(func: PrimFunc, path: str, e: Exception) -> LoweringError:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    err = LoweringError(
+        f"the JIT could not compile kernel '{func.name}' (a tilepy bug: {first[:200]})",
+        loc=func.loc,
+        hint=f"run it with tier='py' to step through the generated code ({path}), "
+             "or with the interpreter backend; please report this")
+    err.detail = str(e)
+    return err

@@ -1,0 +1,105 @@
+"""The disk cache: generated kernel modules as real files, so Numba's `cache=True` can keep
+their machine code between processes (exec'd code has no cache locator).
+
+Owns the folder (TILEPY_CACHE_DIR, else the user cache dir), the key (source, tier,
+options, and the tilepy/numba/llvmlite/numpy/python versions plus this package's own
+sources), atomic writes, and purging a corrupted entry. Never decides what is compiled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+MODULE_PREFIX = "tilepy_jit_cache"
+
+
+def cache_dir() -> Path:
+    """TILEPY_CACHE_DIR, else $XDG_CACHE_HOME/tilepy, else ~/.cache/tilepy; then jit/."""
+    root = os.environ.get("TILEPY_CACHE_DIR")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+        root = os.path.join(base, "tilepy")
+    return Path(root) / "jit"
+
+
+def enabled() -> bool:
+    """Numba machine code is cached on disk unless TILEPY_JIT_DISK_CACHE=0."""
+    return os.environ.get("TILEPY_JIT_DISK_CACHE", "1") not in ("0", "false", "no")
+
+
+@lru_cache(maxsize=1)
+def _versions() -> str:
+    import llvmlite
+    import numba
+    import numpy
+
+    import tilepy
+
+    here = Path(__file__).parent
+    own = hashlib.sha256()
+    for p in sorted(here.glob("*.py")) + [here.parent / "precision" / "codecs.py"]:
+        if p.exists():
+            own.update(p.read_bytes())
+    return "|".join([tilepy.__version__, numba.__version__, llvmlite.__version__,
+                     numpy.__version__, sys.version.split()[0], own.hexdigest()[:16]])
+
+
+def key(source: str, *, tier: str, fast: bool) -> str:
+    h = hashlib.sha256()
+    for part in (source, tier, str(fast), _versions()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def module_path(name: str, k: str) -> Path:
+    safe = "".join(c if c.isalnum() else "_" for c in name)[:40]
+    return cache_dir() / f"{safe}_{k}.py"
+
+
+def load_module(name: str, k: str, source: str, entry: str):
+    """Write the module (once, atomically), import it under a unique name, return
+    (path, the plain Python function)."""
+    path = module_path(name, k)
+    _write_once(path, source)
+    modname = f"{MODULE_PREFIX}.{path.stem}"
+    mod = sys.modules.get(modname)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(modname, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules[modname] = mod
+    return str(path), getattr(mod, entry)
+
+
+def _write_once(path: Path, source: str) -> None:
+    """Leave an existing identical file alone (its mtime keys Numba's cache index);
+    replace a missing or different (corrupted) one atomically."""
+    try:
+        if path.read_text() == source:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    os.replace(tmp, path)
+
+
+def purge(path: str) -> bool:
+    """Remove Numba's cache files of one module (after a failed load); True if any."""
+    p = Path(path)
+    found = False
+    for d in (p.parent / "__pycache__", p.parent):
+        for f in d.glob(f"{p.stem}.*"):
+            if f.suffix in (".nbi", ".nbc"):
+                f.unlink(missing_ok=True)
+                found = True
+    return found

@@ -1,0 +1,288 @@
+"""Run-time helpers the generated kernels call, and the namespace each tier runs them in.
+
+Each helper is plain Python in Numba's subset, matching the numpy form of its op-table row
+(ir/ops.py) exactly; the `numba` tier wraps them with `njit`, the `py` tier calls them as
+they are. Codecs come from tilepy.precision.codecs; nothing here decides semantics that the
+op table or the precision layer do not already state.
+"""
+
+from __future__ import annotations
+
+import math
+import types as _pytypes
+from functools import lru_cache
+
+import numpy as np
+
+# numpy (the interpreter) gives x86's default NaN, sign bit set, for invalid operations
+_NAN = -math.nan
+
+
+def _nbits(a):
+    """Bit width of an integer scalar's type (Numba: a typed constant, see `_register`)."""
+    return np.asarray(a).dtype.itemsize * 8
+
+
+def _max(a, b):
+    return a if (a >= b or a != a) else b
+
+
+def _min(a, b):
+    return a if (a <= b or a != a) else b
+
+
+def _floordiv(a, b):
+    if b == 0:
+        return a - a
+    if b == -1:  # avoids the INT_MIN // -1 trap; wraps as numpy does
+        return (a - a) - a
+    return a // b
+
+
+def _mod(a, b):
+    if b == 0 or b == -1:
+        return a - a
+    return a % b
+
+
+def _shl(a, s):
+    if s < 0 or s >= _nbits(a):
+        return a - a
+    return a << s
+
+
+def _shr(a, s):
+    if s < 0 or s >= _nbits(a):
+        return ~(a - a) if a < 0 else a - a
+    return a >> s
+
+
+def _log(x):
+    if x != x:
+        return np.float64(x)
+    if x < 0:
+        return np.float64(_NAN)
+    if x == 0:
+        return np.float64(-math.inf)
+    return np.float64(math.log(x))
+
+
+def _log2(x):
+    if x != x:
+        return np.float64(x)
+    if x < 0:
+        return np.float64(_NAN)
+    if x == 0:
+        return np.float64(-math.inf)
+    return np.float64(math.log2(x))
+
+
+def _sqrt(x):
+    if x != x:
+        return np.float64(x)
+    if x < 0:
+        return np.float64(_NAN)
+    return np.float64(math.sqrt(x))
+
+
+def _f2i(x, lo, hi):
+    """float64 -> integer-valued float64 as `cast_values`: truncate, NaN -> 0, clamp."""
+    if x != x:
+        return np.float64(0.0)
+    t = np.float64(np.trunc(x))
+    return np.float64(lo) if t < lo else (np.float64(hi) if t > hi else t)
+
+
+def _f2i64(x):
+    """float64 -> int64: truncate, NaN -> 0, clamp (2**63 itself is out of range)."""
+    if x != x:
+        return np.int64(0)
+    if x >= 9.223372036854775807e18:
+        return np.int64(9223372036854775807)
+    if x <= -9.223372036854775808e18:
+        return np.int64(-9223372036854775808)
+    return np.int64(x)
+
+
+def _f2u64(x):
+    """float64 -> uint64: truncate, NaN -> 0, clamp to [0, 2**64 - 1]."""
+    if x != x or x <= 0:
+        return np.uint64(0)
+    if x >= 1.8446744073709552e19:
+        return np.uint64(18446744073709551615)
+    return np.uint64(x)
+
+
+def _clamp(x, lo, hi):
+    """Saturation: clamp to [lo, hi], NaN stays NaN."""
+    return lo if x < lo else (hi if x > hi else x)
+
+
+def _wrap_int4(x):
+    v = np.int64(x) & 15
+    return np.int8(v - 16 if v >= 8 else v)
+
+
+def _wrap_uint4(x):
+    return np.uint8(np.int64(x) & 15)
+
+
+def _f32_odd(x):
+    """float64 -> float32 rounded to odd: the float32 nearest toward zero, with its last bit
+    set when inexact. Rounding that to a <= 12-bit format equals rounding `x` once."""
+    f = np.float32(x)
+    if f != f or np.float64(f) == x:
+        return f
+    if abs(np.float64(f)) > abs(x):
+        f = np.nextafter(f, np.float32(0.0))
+    return _from_bits32(_bits32(f) | np.uint32(1))
+
+
+def _bits32(f):
+    return np.asarray(f, dtype=np.float32).view(np.uint32)[()]
+
+
+def _from_bits32(b):
+    return np.asarray(b, dtype=np.uint32).view(np.float32)[()]
+
+
+def _ld1(a, i, zero):
+    return a[i] if 0 <= i < a.shape[0] else zero
+
+
+def _ld2(a, i, j, zero):
+    return a[i, j] if (0 <= i < a.shape[0] and 0 <= j < a.shape[1]) else zero
+
+
+def _ld3(a, i, j, k, zero):
+    ok = 0 <= i < a.shape[0] and 0 <= j < a.shape[1] and 0 <= k < a.shape[2]
+    return a[i, j, k] if ok else zero
+
+
+def _ld4(a, i, j, k, l, zero):
+    ok = 0 <= i < a.shape[0] and 0 <= j < a.shape[1] and 0 <= k < a.shape[2]
+    return a[i, j, k, l] if ok and 0 <= l < a.shape[3] else zero
+
+
+def _in1(a, i):
+    return 0 <= i < a.shape[0]
+
+
+def _in2(a, i, j):
+    return 0 <= i < a.shape[0] and 0 <= j < a.shape[1]
+
+
+def _in3(a, i, j, k):
+    return 0 <= i < a.shape[0] and 0 <= j < a.shape[1] and 0 <= k < a.shape[2]
+
+
+def _in4(a, i, j, k, l):
+    return _in3(a, i, j, k) and 0 <= l < a.shape[3]
+
+
+HELPERS = {f.__name__: f for f in (
+    _max, _min, _floordiv, _mod, _shl, _shr, _log, _log2, _sqrt, _f2i, _f2i64, _f2u64, _clamp,
+    _wrap_int4, _wrap_uint4, _f32_odd, _ld1, _ld2, _ld3, _ld4, _in1, _in2, _in3, _in4,
+)}
+MAX_GUARDED_RANK = 4
+
+
+# ------------------------------------------------------------------ the py tier
+
+
+def _py_math() -> _pytypes.SimpleNamespace:
+    """`math` for the py tier: IEEE results (inf, NaN) instead of Python's exceptions."""
+    return _pytypes.SimpleNamespace(
+        exp=np.exp, tanh=np.tanh, sin=np.sin, cos=np.cos, log=np.log, log2=np.log2,
+        sqrt=np.sqrt, erf=_py_erf, inf=math.inf, nan=math.nan,
+    )
+
+
+def _py_erf(x):
+    from scipy.special import erf
+
+    return np.float64(erf(np.float64(x)))
+
+
+def _py_codec(name: str, kind: str):
+    from tilepy.precision import cast, decode, encode
+
+    if kind == "dec":
+        return lambda c: decode(np.asarray(c), name)[()]
+    if kind == "enc":
+        return lambda x: encode(np.float32(x), name)[()]
+    if kind == "encs":
+        return lambda x: encode(np.float32(x), name, saturate=True)[()]
+    if kind == "rnd":
+        return lambda x: np.float32(cast(np.float32(x), name).astype(np.float32))
+    raise AssertionError(kind)
+
+
+def py_namespace(codecs: tuple[tuple[str, str], ...]) -> dict:
+    ns = {"np": np, "math": _py_math(), "prange": range, **HELPERS,
+          "_bits32": _bits32, "_from_bits32": _from_bits32}
+    for kind, fmt in codecs:
+        ns[codec_name(kind, fmt)] = _py_codec(fmt, kind)
+    return ns
+
+
+# ------------------------------------------------------------------ the numba tier
+
+
+def codec_name(kind: str, fmt: str) -> str:
+    """`_dec_bfloat16`, `_enc_float8_e4m3fn`, `_encs_...` (saturating), `_rnd_...`."""
+    return f"_{kind}_{fmt}"
+
+
+@lru_cache(maxsize=None)
+def _numba_helpers() -> dict:
+    import numba
+    from numba.extending import overload
+
+    from tilepy.precision.codecs import bits_f32, f32_bits
+
+    @overload(_nbits, inline="always")
+    def _nbits_ov(a):
+        bits = a.bitwidth
+        return lambda a: bits
+
+    @overload(_bits32, inline="always")
+    def _bits32_ov(f):
+        return lambda f: f32_bits(np.float32(f))
+
+    @overload(_from_bits32, inline="always")
+    def _from_bits32_ov(b):
+        return lambda b: bits_f32(b)
+
+    out = {name: numba.njit(fn) for name, fn in HELPERS.items()}
+    out["_bits32"] = numba.njit(lambda f: f32_bits(np.float32(f)))
+    out["_from_bits32"] = bits_f32
+    return out
+
+
+@lru_cache(maxsize=None)
+def _numba_codec(kind: str, fmt: str):
+    """The precision layer's codec, wrapped in a plain (not IR-inlined) njit function:
+    Numba's IR inlining of codecs at every call site makes big kernels compile for
+    minutes; LLVM still inlines the wrapper where it pays."""
+    import numba
+
+    from tilepy.precision.codecs import decoder, encoder
+
+    if kind == "dec":
+        dec = decoder(fmt)
+        return numba.njit(lambda c: dec(c))
+    if kind in ("enc", "encs"):
+        enc = encoder(fmt, saturate=kind == "encs")
+        return numba.njit(lambda x: enc(x))
+    enc, dec = encoder(fmt), decoder(fmt)
+    return numba.njit(lambda x: dec(enc(x)))
+
+
+def numba_namespace(codecs: tuple[tuple[str, str], ...]) -> dict:
+    import numba
+
+    ns = {"np": np, "math": math, "prange": numba.prange, **_numba_helpers()}
+    for kind, fmt in codecs:
+        ns[codec_name(kind, fmt)] = _numba_codec(kind, fmt)
+    return ns

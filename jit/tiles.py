@@ -1,0 +1,214 @@
+"""Emitters for the element-wise tile ops: copy, fill, reduce, cumsum, atomic add.
+
+Each becomes plain nested loops over the tile (vectorisable by LLVM); conversions and
+combines are emitted through the op table (scalars.Emitter), in the order ir/stmt.py
+documents. Gemm lives in gemm.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.errors import LoweringError
+from tilepy.ir.expr import Call, Region, Var
+from tilepy.ir.ops import Op, round_values
+from tilepy.ir.stmt import AtomicAdd, Copy, Cumsum, Fill, Reduce, ReduceKind
+from tilepy.ir.types import DType
+from tilepy.jit.regions import Side, bind_side, bounds, clip, open_loops, pair, tile_exts
+from tilepy.jit.scalars import Emitter
+from tilepy.jit.source import Writer
+
+
+def _close(w: Writer, n: int) -> None:
+    w.depth -= n
+
+
+def emit_copy(em: Emitter, w: Writer, s: Copy) -> None:
+    src = bind_side(em, w, s.src, "s")
+    dst = bind_side(em, w, s.dst, "d")
+    pair(src, dst, "T.copy", em)
+    exts = tile_exts(dst, src)
+    los, his = bounds(em, w, exts)
+    cond = clip(em, w, dst, exts, los, his)
+    if src.is_global and not dst.is_global:
+        cond = _and(cond, _zero_edges(em, w, src, dst, exts, los, his))
+    guarded = src.is_global and dst.is_global
+    _under(w, cond)
+    depth = w.depth
+    t = open_loops(em, w, los, his)
+    sidx = src.index(t)
+    v = em.load(s.src.buffer, sidx) if guarded else em.load_unguarded(s.src.buffer, sidx)
+    v = em.cast(v, s.src.dtype, s.dst.dtype)
+    for line in em.store(s.dst.buffer, dst.index(t), v, guarded=False):
+        w.line(line)
+    w.depth = depth - (1 if cond else 0)
+
+
+def _zero_edges(em, w, src: Side, dst: Side, exts, los, his) -> str | None:
+    """A global source's edge tile: the destination elements outside it read 0. Narrows
+    the bounds to the source and returns its unit-dims condition."""
+    slos, shis = [em.names.temp("lo") for _ in exts], [em.names.temp("hi") for _ in exts]
+    for lo, hi, e in zip(slos, shis, exts):
+        w.line(f"{lo} = 0")
+        w.line(f"{hi} = {e}")
+    ok = clip(em, w, src, exts, slos, shis)
+    full = [f"{lo} == 0 and {hi} == {e}" for lo, hi, e in zip(slos, shis, exts)]
+    if ok:
+        full.append(ok)
+    w.line(f"if not ({' and '.join(full) or 'True'}):")
+    w.depth += 1
+    t = open_loops(em, w, ["0"] * len(exts), exts)
+    zero = em.cast(em.zero(src.region.dtype), src.region.dtype, dst.region.dtype)
+    for line in em.store(dst.region.buffer, dst.index(t), zero, guarded=False):
+        w.line(line)
+    _close(w, len(exts) + 1)
+    for lo, hi, slo, shi in zip(los, his, slos, shis):
+        w.line(f"{lo} = max({lo}, {slo})")
+        w.line(f"{hi} = min({hi}, {shi})")
+    return ok
+
+
+def _and(a: str | None, b: str | None) -> str | None:
+    if a and b:
+        return f"{a} and {b}"
+    return a or b
+
+
+def _under(w: Writer, cond: str | None) -> None:
+    if cond:
+        w.line(f"if {cond}:")
+        w.depth += 1
+
+
+def _each(em: Emitter, w: Writer, side: Side):
+    """Open loops over every element of a region (clipped if global); returns the
+    indices and the depth to restore."""
+    depth = w.depth
+    exts = [side.exts[d] for d in side.dims]
+    los, his = bounds(em, w, exts)
+    _under(w, clip(em, w, side, exts, los, his))
+    t = open_loops(em, w, los, his)
+    return side.index(t), t, depth
+
+
+def emit_fill(em: Emitter, w: Writer, s: Fill) -> None:
+    dst = bind_side(em, w, s.dst, "d")
+    v = em.names.temp("v")
+    w.line(f"{v} = {em.cast(em.expr(s.value), s.value.dtype, s.dst.dtype)}")
+    idx, _, depth = _each(em, w, dst)
+    for line in em.store(s.dst.buffer, idx, v, guarded=False):
+        w.line(line)
+    w.depth = depth
+
+
+def emit_atomic_add(em: Emitter, w: Writer, s: AtomicAdd) -> None:
+    dst = bind_side(em, w, s.dst, "d")
+    dt = s.dst.dtype
+    if not isinstance(s.value, Region):
+        v = em.names.temp("v")
+        w.line(f"{v} = {em.cast(em.expr(s.value), s.value.dtype, dt)}")
+        val = None
+    else:
+        val = bind_side(em, w, s.value, "s")
+        pair(val, dst, "T.atomic_add", em)
+    idx, t, depth = _each(em, w, dst)
+    if val is not None:
+        v = em.cast(em.load(s.value.buffer, val.index(t)), s.value.dtype, dt)
+    cur = em.load_unguarded(s.dst.buffer, idx)
+    total = combine(em, Op.ADD, cur, v, dt)
+    for line in em.store(s.dst.buffer, idx, total, guarded=False):
+        w.line(line)
+    w.depth = depth
+
+
+def combine(em: Emitter, op: Op, a: str, b: str, dt: DType) -> str:
+    """`op(a, b)` in dt, through the op table (a and b are source strings)."""
+    saved = dict(em.vars)
+    em.vars["_a"], em.vars["_b"] = a, b
+    try:
+        return em.expr(Call(op, (Var("_a", dt), Var("_b", dt)), dt))
+    finally:
+        em.vars.clear()
+        em.vars.update(saved)
+
+
+def _abs(em: Emitter, x: str, dt: DType) -> str:
+    saved = dict(em.vars)
+    em.vars["_a"] = x
+    try:
+        return em.expr(Call(Op.ABS, (Var("_a", dt),), dt))
+    finally:
+        em.vars.clear()
+        em.vars.update(saved)
+
+
+_COMBINE = {ReduceKind.SUM: Op.ADD, ReduceKind.ABSSUM: Op.ADD, ReduceKind.MAX: Op.MAX,
+            ReduceKind.MIN: Op.MIN, ReduceKind.ABSMAX: Op.MAX}
+
+
+def identity(kind: ReduceKind, dt: DType) -> float:
+    """The start value of a cleared reduction in dt (before rounding to dt)."""
+    if kind in (ReduceKind.SUM, ReduceKind.ABSSUM, ReduceKind.ABSMAX):
+        return 0
+    if dt.is_int:
+        return dt.min_value if kind is ReduceKind.MAX else dt.max_finite
+    lim = np.inf if dt.has_inf else dt.max_finite
+    return -lim if kind is ReduceKind.MAX else lim
+
+
+def emit_reduce(em: Emitter, w: Writer, s: Reduce) -> None:
+    src = bind_side(em, w, s.src, "s")
+    dst = bind_side(em, w, s.dst, "d")
+    if not 0 <= s.dim < s.src.buffer.ndim:
+        raise LoweringError(f"reduce: dim {s.dim} is out of range for a {s.src.buffer.ndim}-d "
+                            "source", loc=em.loc)
+    out_dims = [d for d in src.dims if d != s.dim]
+    if len(out_dims) != len(dst.dims):
+        raise LoweringError("reduce: the destination's shape does not match the source "
+                            f"with dim {s.dim} removed", loc=em.loc)
+    dt = s.dst.dtype
+    depth = w.depth
+    t = open_loops(em, w, ["0"] * len(dst.dims), [dst.exts[d] for d in dst.dims])
+    didx = dst.index(t)
+    acc = em.names.temp("acc")
+    start = (em.const(float(round_values(np.asarray(identity(s.kind, dt)), dt))
+                      if dt.is_float else identity(s.kind, dt), dt) if s.clear
+             else em.load(s.dst.buffer, didx))
+    w.line(f"{acc} = {start}")
+    k = em.names.temp("k")
+    w.line(f"for {k} in range({src.exts[s.dim]}):")
+    x = em.cast(em.load(s.src.buffer, src.index(t + [k], out_dims + [s.dim])),
+                s.src.dtype, dt)
+    if s.kind in (ReduceKind.ABSSUM, ReduceKind.ABSMAX):
+        x = _abs(em, x, dt)
+    w.line(f"    {acc} = {combine(em, _COMBINE[s.kind], acc, x, dt)}")
+    for line in em.store(s.dst.buffer, didx, acc):
+        w.line(line)
+    w.depth = depth
+
+
+def emit_cumsum(em: Emitter, w: Writer, s: Cumsum) -> None:
+    src = bind_side(em, w, s.src, "s")
+    dst = bind_side(em, w, s.dst, "d")
+    pair(src, dst, "T.cumsum", em)
+    if s.dim not in src.dims:
+        raise LoweringError(f"cumsum: dim {s.dim} is not a dimension of the tile",
+                            loc=em.loc)
+    kpos = src.dims.index(s.dim)
+    lines = [d for d in src.dims if d != s.dim]
+    dt = s.dst.dtype
+    depth = w.depth
+    t = open_loops(em, w, ["0"] * len(lines), [src.exts[d] for d in lines])
+    acc, k = em.names.temp("acc"), em.names.temp("k")
+    w.line(f"{acc} = {em.zero(dt)}")
+    n = src.exts[s.dim]
+    rng = f"range({n} - 1, -1, -1)" if s.reverse else f"range({n})"
+    w.line(f"for {k} in {rng}:")
+    w.depth += 1
+    tv = list(t)
+    tv.insert(kpos, k)
+    x = em.cast(em.load(s.src.buffer, src.index(tv)), s.src.dtype, dt)
+    w.line(f"{acc} = {combine(em, Op.ADD, acc, x, dt)}")
+    for line in em.store(s.dst.buffer, dst.index(tv), acc):
+        w.line(line)
+    w.depth = depth
