@@ -12,7 +12,14 @@ import numpy as np
 
 from tilepy.errors import KernelRuntimeError, LoweringError, TilepyError
 from tilepy.interpreter import access, accumulate, debug, tileops
-from tilepy.interpreter.evaluate import and_mask, evaluate, index_forms, pure_index
+from tilepy.interpreter.evaluate import (
+    always_true,
+    and_mask,
+    evaluate,
+    index_forms,
+    mentions_lane,
+    pure_index,
+)
 from tilepy.interpreter.state import Ctx, LaneVar
 from tilepy.ir import stmt as S
 from tilepy.ir.types import compute_dtype
@@ -66,10 +73,12 @@ def _alloc(ctx: Ctx, s: S.Alloc, mask) -> None:
 
 
 def _let(ctx: Ctx, s: S.Let, mask) -> None:
+    if ctx.lane_vars and pure_index(s.value) and mentions_lane(ctx, s.value):
+        ctx.lane_defs[s.var.name] = s.value  # evaluated on first use (often never: indices)
+        ctx.env.pop(s.var.name, None)
+        return
     v = evaluate(ctx, s.value, mask)
     ctx.env[s.var.name] = v if v.flags.owndata else np.array(v)
-    if ctx.lane_vars and v.ndim > 1 and pure_index(s.value):
-        ctx.lane_defs[s.var.name] = s.value
 
 
 def _store(ctx: Ctx, s: S.Store, mask) -> None:
@@ -160,6 +169,9 @@ def _parallel(ctx: Ctx, s: S.For, start, stop, step, mask) -> None:
 
 
 def _if(ctx: Ctx, s: S.If, mask) -> None:
+    if ctx.lane_vars and always_true(ctx, s.cond):  # e.g. an edge guard of a full tile
+        run_body(ctx, s.then_body, mask)
+        return
     c = np.asarray(evaluate(ctx, s.cond, mask), dtype=bool)
     if c.size == 1:
         run_body(ctx, s.then_body if bool(c.reshape(())) else s.else_body, mask)

@@ -52,6 +52,8 @@ def const_value(c: Const) -> np.ndarray:
 
 def _var(ctx: Ctx, v: Var) -> np.ndarray:
     val = ctx.env.get(v.name)
+    if val is None and v.name in ctx.lane_defs:  # a deferred index assignment
+        val = ctx.env[v.name] = evaluate(ctx, inline(ctx, ctx.lane_defs[v.name]), None)
     if val is None:
         raise KernelRuntimeError(
             f"'{v.name}' has no value here: expected a bound scalar (a size, loop variable, "
@@ -99,17 +101,17 @@ def _split(ctx: Ctx, e):
         if a is None or b is None or (a and b):
             return None
         return a or b
-    return None if _mentions_lane(ctx, e) else False
+    return None if mentions_lane(ctx, e) else False
 
 
-def _mentions_lane(ctx: Ctx, e) -> bool:
+def mentions_lane(ctx: Ctx, e) -> bool:
     t = type(e)
     if t is Var:
         return e.name in ctx.lane_vars or e.name in ctx.lane_defs
     if t is Call:
-        return any(_mentions_lane(ctx, a) for a in e.args)
+        return any(mentions_lane(ctx, a) for a in e.args)
     if t is Load:
-        return any(_mentions_lane(ctx, a) for a in e.indices)
+        return any(mentions_lane(ctx, a) for a in e.indices)
     return False
 
 
@@ -160,3 +162,35 @@ def inline(ctx: Ctx, e):
         args = tuple(inline(ctx, a) for a in e.args)
         return e if args == e.args else Call(e.op, args, e.dtype, e.loc)
     return e
+
+
+_FLIP = {Op.GT: Op.LT, Op.GE: Op.LE}
+
+
+def always_true(ctx: Ctx, cond) -> bool:
+    """Whether `cond` is provably true on every lane: `lane_index < bound` (or <=, or
+    mirrored, or an `and` of such) where the lane side is `offset + parallel var` with a
+    positive step and the bound does not vary between lanes. False means "not known"."""
+    if type(cond) is not Call:
+        return False
+    if cond.op is Op.AND:
+        return all(always_true(ctx, a) for a in cond.args)
+    op, (a, b) = cond.op, cond.args
+    if op in _FLIP:
+        op, a, b = _FLIP[op], b, a
+    if op not in (Op.LT, Op.LE) or not a.dtype.is_int:
+        return False
+    name = _split(ctx, a)
+    lv = ctx.lane_vars.get(name) if name else None
+    if lv is None or lv.step <= 0 or mentions_lane(ctx, b):
+        return False
+    saved = ctx.env[name]
+    ctx.env[name] = lv.start
+    try:
+        first = evaluate(ctx, inline(ctx, a), None)
+    finally:
+        ctx.env[name] = saved
+    bound = evaluate(ctx, b, None)
+    top = int(np.max(first)) + (lv.n - 1) * lv.step
+    low = int(np.min(bound))
+    return top < low if op is Op.LT else top <= low

@@ -51,12 +51,37 @@ class Windows:
         return sliding_window_view(_raw(arr), self.window, axis=axes, writeable=writeable)
 
     def get(self, arr: np.ndarray) -> np.ndarray:
+        slab = self._slab(arr)
+        if slab is not None:
+            return slab
         out = self._view(arr, False)[self.starts]
         return out if out.dtype == arr.dtype else out.view(arr.dtype)
 
     def set(self, arr: np.ndarray, values) -> None:
+        slab = self._slab(arr)
+        if slab is not None:
+            slab[...] = values
+            return
         values = np.asarray(values, dtype=arr.dtype)
         self._view(arr, True)[self.starts] = _raw(values)
+
+    def _slab(self, arr: np.ndarray) -> np.ndarray | None:
+        """The tiles as one reshaped slice of `arr` (a view), when each tile is contiguous
+        and the tiles follow each other in memory in order (row tiles, vector tiles)."""
+        w = self.window
+        if self.lead or not arr.flags.c_contiguous or not w:
+            return None
+        first = next((d for d, x in enumerate(w) if x != 1), len(w))
+        if any(w[d] != arr.shape[d] for d in range(first + 1, len(w))):
+            return None
+        size = int(np.prod(w))
+        strides = np.cumprod((1,) + arr.shape[:0:-1])[::-1]
+        st = np.broadcast_arrays(*[np.asarray(x).reshape(-1) for x in self.starts])
+        flat = sum(np.asarray(x, dtype=np.int64) * int(k) for x, k in zip(st, strides))
+        if flat.ndim != 1 or (flat.size > 1 and np.any(np.diff(flat) != size)):
+            return None
+        off = int(flat[0]) if flat.size else 0
+        return arr.reshape(-1)[off:off + flat.size * size].reshape((flat.size,) + w)
 
     def shape_in(self, arr: np.ndarray) -> tuple[int, ...]:
         """The shape `get(arr)` has, without gathering."""

@@ -385,3 +385,15 @@ def some_blocks(n, bn):
             T.copy(r, R[bx, 0])
 
     return k
+
+
+def reverse_tiles(g, block):
+    """Block b reads tile b and writes it as tile g-1-b: tiles not in memory order."""
+
+    @T.prim_func
+    def k(X: T.Tensor((g * block,), "float32"), Y: T.Tensor((g * block,), "float32")):
+        with T.Kernel(g) as bx:
+            for i in T.Parallel(block):
+                Y[(g - 1 - bx) * block + i] = X[bx * block + i] + 1.0
+
+    return k

@@ -127,3 +127,18 @@ def test_two_d_parallel_softmax_with_transposed_store(seed):
 @functools.lru_cache(maxsize=None)
 def _p2d():
     return K.parallel_2d(21, 16, 8, "float32")
+
+
+@given(seed=seeds)
+def test_tiles_out_of_memory_order(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(7 * 16).astype(np.float32)
+    y = np.zeros_like(x)
+    run(_reverse().func, dict(X=x, Y=y), {})
+    expect = (x + np.float32(1)).reshape(7, 16)[::-1].reshape(-1)
+    assert same(y, expect)
+
+
+@functools.lru_cache(maxsize=None)
+def _reverse():
+    return K.reverse_tiles(7, 16)
