@@ -144,7 +144,7 @@ def load(ctx: Ctx, buf: Buffer, forms, mask) -> np.ndarray:
         if plan is not None:
             _trace_elements(ctx, buf, "load", int(np.prod(ctx.lane_shape[1:])))
             return to_compute(_to_lanes(ctx, plan.target.get(arr), plan), buf.dtype)
-    s, key, active = _general_key(ctx, buf, forms, mask, shape, "read")
+    s, key, active = general_key(ctx, buf, forms, mask, shape, "read")
     target = Key(key)
     sanitize.check_init(ctx, buf, target, active)
     _trace_elements(ctx, buf, "load", int(np.prod(s)) if active is None else int(active.sum()))
@@ -158,7 +158,7 @@ def _full_index(ctx: Ctx, f) -> np.ndarray:
     return ctx.pad(f.offset) + ar
 
 
-def _general_key(ctx: Ctx, buf: Buffer, forms, mask, shape, what: str):
+def general_key(ctx: Ctx, buf: Buffer, forms, mask, shape, what: str):
     idx = [_full_index(ctx, f) for f in forms]
     local = buf.scope is not Scope.GLOBAL
     parts = idx + ([ctx.bidx()] if local else []) + ([mask] if mask is not None else [])
@@ -197,7 +197,7 @@ def store(ctx: Ctx, buf: Buffer, forms, value: np.ndarray, vdt: DType, mask) -> 
     v = to_storage(value, vdt, buf.dtype)
     if _store_fast(ctx, buf, forms, v, arr, shape, mask):
         return
-    s, key, active = _general_key(ctx, buf, forms, mask, shape, "write")
+    s, key, active = general_key(ctx, buf, forms, mask, shape, "write")
     v = np.broadcast_to(ctx.pad(v), s)
     lin = np.broadcast_to(ctx.pad(ctx.lin), s)
     if active is not None:

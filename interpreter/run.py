@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.errors import ArgumentError, LoweringError
+from tilepy.errors import ArgumentError, LoweringError, TilepyError
 from tilepy.interpreter.control import run_body
 from tilepy.interpreter.evaluate import evaluate
 from tilepy.interpreter.state import Ctx, Shared
@@ -123,5 +123,5 @@ def _static(host: Ctx, e, default: int = 1024) -> int:
         return int(e.value)
     try:
         return int(np.asarray(evaluate(host, e, None)).reshape(-1)[0])
-    except Exception:  # depends on a block or loop variable: use the default bound
+    except TilepyError:  # depends on a block or loop variable: use the default bound
         return default

@@ -21,7 +21,7 @@ def _raises(kernel, arrays, err, **kw) -> TilepyError:
     assert e.loc.file == KFILE
     text = str(e)
     pkg = os.path.dirname(tilepy.interpreter.__file__) + os.sep
-    for internal in (pkg, "numpy", "Traceback", "_general_key", "evaluate", "access."):
+    for internal in (pkg, "numpy", "Traceback", "general_key", "evaluate", "access."):
         assert internal not in text
     return e
 
