@@ -14,6 +14,7 @@ from tests.interpreter.oracle import random_values, same, seq_cumsum, seq_fold, 
 from tilepy.errors import Loc, LoweringError, OutOfBoundsError
 from tilepy.interpreter import run
 from tilepy.ir import (
+    Alloc,
     Buffer,
     Const,
     Copy,
@@ -179,3 +180,20 @@ def test_a_missing_array_is_an_argument_error():
         run(cached(K.affine)(1000, 128, "float32", 2.0, 1.0).func,
             dict(X=np.zeros(1000, np.float32)), {})
     assert "none for Y" in info.value.message
+
+
+@pytest.mark.parametrize("inner", ["copy", "alloc"])
+def test_block_level_statements_inside_parallel_are_rejected(inner):
+    X = Buffer("X", (c(4),), f32)
+    S = Buffer("S", (c(4),), f32, Scope.SHARED)
+    i, bx = Var("i"), Var("bx")
+    where = Loc(__file__, 2000, 8)
+    stmt = (Copy(Region(X, (c(0),), (c(4),)), Region(S, (c(0),), (c(4),)), loc=where)
+            if inner == "copy" else Alloc(S, loc=where))
+    body = (Alloc(S),) if inner == "copy" else ()
+    body += (For(i, c(0), c(4), c(1), ForKind.PARALLEL, (stmt,)),)
+    func = PrimFunc("bad", (X,), (), (Launch((c(1),), (bx,), (128,), body),))
+    with pytest.raises(LoweringError) as info:
+        run(func, dict(X=np.zeros(4, np.float32)), {})
+    assert info.value.loc == where and "T.Parallel" in info.value.message
+    assert info.value.hint
