@@ -397,3 +397,25 @@ def reverse_tiles(g, block):
                 Y[(g - 1 - bx) * block + i] = X[bx * block + i] + 1.0
 
     return k
+
+
+def horner(n, block, degree):
+    """y = polynomial(x) by Horner's rule over an unrolled loop (mul, then add: no FMA)."""
+
+    @T.prim_func
+    def k(X: T.Tensor((n,), "float32"), C: T.Tensor((degree,), "float32"),
+          Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, block)) as bx:
+            acc = T.alloc_fragment((block,), "float32")
+            for i in T.Parallel(block):
+                acc[i] = 0.0
+            for d in T.unroll(degree):
+                for i in T.Parallel(block):
+                    j = bx * block + i
+                    if j < n:
+                        acc[i] = acc[i] * X[j] + C[d]
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    Y[bx * block + i] = acc[i]
+
+    return k

@@ -142,3 +142,21 @@ def test_tiles_out_of_memory_order(seed):
 @functools.lru_cache(maxsize=None)
 def _reverse():
     return K.reverse_tiles(7, 16)
+
+
+@given(seed=seeds)
+def test_unrolled_horner_rounds_mul_and_add_separately(seed):
+    rng = np.random.default_rng(seed)
+    x = random_values(rng, 90, "float32")
+    c = random_values(rng, 5, "float32")
+    y = np.zeros_like(x)
+    run(_horner().func, dict(X=x, C=c, Y=y), {})
+    acc = np.zeros_like(x)
+    for d in range(5):
+        acc = acc * x + c[d]  # numpy float32: two roundings
+    assert same(y, acc)
+
+
+@functools.lru_cache(maxsize=None)
+def _horner():
+    return K.horner(90, 32, 5)
