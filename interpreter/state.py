@@ -57,7 +57,6 @@ class Ctx:
         self.local_bufs: dict[str, Buffer] = {}
         self.init: dict[str, np.ndarray | None] = {}  # written flags; None once all written
         self.loc: Loc = NOLOC
-        self.in_parallel_stmt = False
 
     # ------------------------------------------------------------ lanes
 
