@@ -119,6 +119,7 @@ def main() -> None:
     times = {k: [] for k in cs}
     cpu = {k: [] for k in cs}
     floor = {k: [] for k in cs}
+    floor_cpu = {k: [] for k in cs}
     for _ in range(args.rounds):  # interleaved rounds: the machine is shared and drifts
         for name, (kern, make) in cs.items():
             arrays = make()
@@ -127,16 +128,19 @@ def main() -> None:
             times[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
             arrays = make()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             numpy_floor(name, arrays)
             floor[name].append(time.perf_counter() - t0)
+            floor_cpu[name].append(time.process_time() - c0)
     print(f"{'benchmark':12s} {'median ms':>10s} {'min ms':>8s} {'cpu ms':>8s} "
-          f"{'x Triton interp':>16s} {'numpy floor ms':>15s} {'/ floor':>8s}")
+          f"{'x Triton interp':>16s} {'numpy floor ms':>15s} {'/ floor':>8s} "
+          f"{'floor cpu ms':>13s} {'cpu / floor cpu':>16s}")
     for name, ts in times.items():
         med, fl = statistics.median(ts), statistics.median(floor[name])
         print(f"{name:12s} {med * 1e3:10.1f} {min(ts) * 1e3:8.1f} "
               f"{statistics.median(cpu[name]) * 1e3:8.1f} {TRITON_S[name] / med:16.1f} "
-              f"{fl * 1e3:15.1f} {med / fl:8.2f}")
+              f"{fl * 1e3:15.1f} {med / fl:8.2f} {statistics.median(floor_cpu[name]) * 1e3:13.1f} "
+              f"{statistics.median(cpu[name]) / statistics.median(floor_cpu[name]):16.2f}")
 
 
 if __name__ == "__main__":
