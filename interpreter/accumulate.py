@@ -127,18 +127,22 @@ def _plain_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
 
 
 _THREAD_MIN = 1 << 22  # multiply-adds below which threads cost more than they give
-_POOL: list = []
+_POOL: dict = {}
 
 
 def _pool():
-    """A small thread pool (numpy releases the GIL in these ufuncs), made on first use."""
-    if not _POOL:
-        import os
+    """A small thread pool (numpy releases the GIL in these ufuncs), made on first use in
+    each process (a forked child gets its own: the parent's threads do not exist there)."""
+    import os
+
+    pid = os.getpid()
+    if pid not in _POOL:
         from concurrent.futures import ThreadPoolExecutor
 
         n = min(4, os.cpu_count() or 1)
-        _POOL.append(ThreadPoolExecutor(n) if n > 1 else None)
-    return _POOL[0]
+        _POOL.clear()
+        _POOL[pid] = ThreadPoolExecutor(n, thread_name_prefix="tilepy-gemm") if n > 1 else None
+    return _POOL[pid]
 
 
 def _trace_gemm(ctx: Ctx, s: Gemm, tc: regions.Tile, m: int, n: int, k: int) -> None:
