@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-thorough test-exhaustive lint bench clean
+.PHONY: demo test test-thorough test-exhaustive lint bench bench-comm clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -17,10 +17,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
-	TILEPY_HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q tests
+	TILEPY_HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q -m "not exhaustive" tests
 
 test-thorough: $(STAMP)
-	TILEPY_HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q tests
+	TILEPY_HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -m "not exhaustive" tests
 
 test-exhaustive: $(STAMP)
 	TILEPY_HYPOTHESIS_PROFILE=thorough TILEPY_EXHAUSTIVE=1 $(PY) -m pytest -q tests -m exhaustive
@@ -30,6 +30,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/interp_vs_triton.py
+	$(PY) bench/codecs.py
+
+bench-comm: $(STAMP)
+	$(PY) bench/collectives.py
+	$(PY) bench/comm_scaling.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
