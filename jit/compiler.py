@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilepy.errors import ArgumentError, LoweringError
+from tilepy.errors import ArgumentError, LoweringError, TilepyError
 from tilepy.ir.stmt import PrimFunc
 from tilepy.jit import diskcache
 from tilepy.jit.lower import Lowered, lower
@@ -70,7 +70,8 @@ def compile(func: PrimFunc, *, fast: bool = False, tier: str = "numba",
             disk: bool | None = None) -> CompiledKernel:  # noqa: A001
     """The compiled kernel for `func`, from memory, the disk cache or a fresh build."""
     if tier not in TIERS:
-        raise ValueError(f"unknown JIT tier {tier!r}; expected one of {', '.join(TIERS)}")
+        raise TilepyError(f"unknown JIT tier: expected one of {', '.join(TIERS)}; got {tier!r}",
+                          hint='tier="py" runs the generated source without Numba')
     ident = (id(func), fast, tier)
     hit = _BY_ID.get(ident)
     if hit is not None and hit[0] is func:

@@ -123,16 +123,19 @@ def _launch(em: Emitter, w: Writer, s: Launch) -> None:
     blk = em.names.temp("blk")
     fname = em.names.temp("block")
     outer = [r.name for r in em.bufs.values()] + list(dict.fromkeys(em.vars.values()))
-    args = ", ".join([blk] + grid + outer)
+    pack = em.names.temp("args")
+    # one tuple into the prange body: Numba's parallel lowering cost grows with live-ins
+    w.line(f"{pack} = ({', '.join(grid + outer)},)")
     loop = "range" if _serial(s) else "prange"
     w.line(f"for {blk} in {loop}({' * '.join(grid) or '1'}):")
-    w.line(f"    {fname}({args})")
+    w.line(f"    {fname}({blk}, {pack})")
     bw = Writer()
     em.block_writers.append((fname, bw))
     saved = dict(em.vars), dict(em.bufs)
-    bw.line(f"def {fname}({args}):")
+    bw.line(f"def {fname}({blk}, {pack}):")
     with bw.indent():
         bw.line('"""One block of the launch below."""')
+        bw.line(f"{', '.join(grid + outer)}, = {pack}")
         div = ""
         for v, g in zip(s.block_vars, grid):
             py = em.bind_var(v)

@@ -184,8 +184,8 @@ class Emitter:
         if src == dst and not saturate:
             return x
         wide = src.name == "float64" or not src.is_float  # ints/bools go through float64
-        if wide and src.name != "float64":
-            x = f"np.float64({x})"
+        if (wide or dst.name == "float64") and src.name != "float64":
+            x = f"np.float64({x})"  # (exact; and the float64 bound must not become inf)
         if saturate and dst.name in ("float32", "float64"):
             m = _float_literal(dst.max_finite)
             x = f"_clamp({x}, -{m}, {m})"

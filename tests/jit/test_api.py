@@ -1,0 +1,190 @@
+"""The JIT's interface: readable source, tiers, errors at the user's line, the memory and
+disk caches (warm loads, corrupted entries), static compilation, and determinism across
+thread counts and runs. Kernels here are tiny so their compiles stay cheap."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilepy.jit as jit
+from tests.jit.oracle import assert_same_bits
+from tests.strategies import c, call, ceildiv, program
+from tilepy.errors import ArgumentError, Loc, LoweringError, TilepyError
+from tilepy.ir.expr import Buffer, Call, Load, Var
+from tilepy.ir.ops import Op
+from tilepy.ir.stmt import For, ForKind, If, Launch, Let, PrimFunc, Store
+from tilepy.ir.types import dtype, float32
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def axpy(name: str = "axpy", tile: int = 32) -> PrimFunc:
+    """Y = 2 * X + Y over N, one tile per block, guarded tail."""
+    N, bx, i, g = Var("N"), Var("bx"), Var("i"), Var("g")
+    X, Y = Buffer("X", (N,), float32), Buffer("Y", (N,), float32)
+    two = Call(Op.ADD, (Load(X, (g,)), Load(X, (g,))), float32)
+    body = (Let(g, call(Op.ADD, call(Op.MUL, bx, c(tile)), i)),
+            If(call(Op.LT, g, N), (Store(Y, (g,), Call(Op.ADD, (two, Load(Y, (g,))),
+                                                       float32)),)))
+    loop = For(i, c(0), c(tile), c(1), ForKind.PARALLEL, body)
+    return PrimFunc(name, (X, Y), (N,), (Launch((ceildiv(N, tile),), (bx,), (128,),
+                                                (loop,)),))
+
+
+def test_source_is_readable_python_with_the_launch_as_prange():
+    k = jit.compile(axpy(), tier="py")
+    src = k.source
+    assert "def axpy(X, Y, N):" in src
+    assert "prange(" in src and "def _block" in src
+    assert "fastmath" not in src
+    compile(src, "<kernel>", "exec")  # valid Python
+
+
+@pytest.mark.parametrize("tier", ["py", "numba"])
+def test_axpy_values(tier):
+    rng = np.random.default_rng(1)
+    for n in (1, 31, 32, 33, 100):
+        x = rng.standard_normal(n).astype(np.float32)
+        y = rng.standard_normal(n).astype(np.float32)
+        want = (x + x) + y  # float32 ops, one rounding each: the kernel's definition
+        jit.run(axpy(), {"X": x, "Y": y}, {"N": n}, tier=tier)
+        assert_same_bits(want, y, f"axpy n={n}")
+
+
+def test_memory_cache_returns_the_same_compiled_kernel():
+    f = axpy()
+    assert jit.compile(f, tier="py") is jit.compile(f, tier="py")
+    assert jit.compile(axpy(), tier="py") is jit.compile(f, tier="py")  # equal IR
+
+
+def test_import_does_not_import_numba():
+    code = "import sys, tilepy, tilepy.jit; print('numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_unsupported_construct_names_it_and_the_users_line():
+    N, g = Var("N"), Var("g")
+    X, O = Buffer("X", (N,), dtype("float64")), Buffer("O", (N,), dtype("int64"))
+    here = Loc(__file__, 123, 8)
+    bad = Store(O, (g,), Call(Op.REINTERPRET, (Load(X, (g,)),), dtype("int64")), loc=here)
+    f = PrimFunc("re64", (X, O), (N,), (Launch((N,), (g,), (1,), (bad,)),))
+    with pytest.raises(LoweringError) as e:
+        jit.compile(f, tier="py")
+    msg = str(e.value)
+    assert "reinterpret float64 as int64" in msg
+    assert f"{__file__}:123" in msg and "hint:" in msg
+
+
+def test_numba_failure_becomes_a_lowering_error(monkeypatch):
+    import tilepy.jit.compiler as comp
+
+    real = comp.lower
+
+    def broken(func):
+        low = real(func)
+        return type(low)(low.source.replace("np.int64(", "np.int64(None + "), low.entry,
+                         low.args, low.codecs, low.blocks)
+
+    monkeypatch.setattr(comp, "lower", broken)
+    with pytest.raises(LoweringError) as e:
+        jit.compile(axpy("axpy_broken"), tier="numba", disk=False)
+    assert "could not compile kernel 'axpy_broken'" in str(e.value)
+    assert "Traceback" not in str(e.value) and e.value.__cause__ is None
+
+
+def test_argument_errors():
+    f = axpy()
+    with pytest.raises(ArgumentError, match="no array was passed for the parameter 'Y'"):
+        jit.run(f, {"X": np.zeros(4, np.float32)}, {"N": 4}, tier="py")
+    with pytest.raises(ArgumentError, match="no value was bound to the size 'N'"):
+        jit.run(f, {"X": np.zeros(4, np.float32), "Y": np.zeros(4, np.float32)}, {},
+                tier="py")
+    with pytest.raises(ArgumentError, match="C-contiguous"):
+        jit.run(f, {"X": np.zeros(8, np.float32)[::2], "Y": np.zeros(4, np.float32)},
+                {"N": 4}, tier="py")
+    with pytest.raises(TilepyError):
+        jit.compile(f, tier="gpu")
+
+
+_CHILD = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {root!r})
+    import numpy as np
+    from tests.jit.test_api import axpy
+    import tilepy.jit as jit
+    t = time.perf_counter()
+    k = jit.compile(axpy("axpy_disk"))
+    dt = time.perf_counter() - t
+    x = np.arange(40, dtype=np.float32); y = np.ones(40, dtype=np.float32)
+    k({{"X": x, "Y": y}}, {{"N": 40}})
+    assert (y == 2 * x + 1).all()
+    print(sum(k.fn.stats.cache_hits.values()), round(dt, 3))
+""")
+
+
+def _child(cache: Path) -> tuple[int, float]:
+    env = dict(os.environ, TILEPY_CACHE_DIR=str(cache))
+    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT))], env=env,
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    hits, secs = out.stdout.split()
+    return int(hits), float(secs)
+
+
+def test_disk_cache_warm_load_and_corrupted_entries(tmp_path):
+    hits, cold = _child(tmp_path)
+    assert hits == 0
+    hits, warm = _child(tmp_path)
+    assert hits == 1  # the second process loaded machine code, compiled nothing
+    assert warm < cold
+    for f in (tmp_path / "jit" / "__pycache__").glob("axpy_disk*.nb*"):
+        f.write_bytes(b"\x00garbage")  # corrupted index and data files
+    hits, _ = _child(tmp_path)
+    assert hits == 0  # rebuilt, not crashed
+    assert _child(tmp_path)[0] == 1  # and cached again
+
+
+def test_aot_precompile_fills_the_cache(tmp_path, monkeypatch):
+    from tilepy.jit import aot
+
+    monkeypatch.setenv("TILEPY_CACHE_DIR", str(tmp_path))
+    mod = type(sys)("aot_fixture")
+    mod.axpy = axpy("axpy_aot")
+    mod.__tilepy_aot__ = [axpy("axpy_aot16", tile=16)]
+    rows = aot.precompile(aot.kernels_of(mod))
+    assert [r[0] for r in rows] == ["axpy_aot", "axpy_aot16"]
+    assert all(Path(r[2]).exists() for r in rows)
+    assert list((tmp_path / "jit" / "__pycache__").glob("axpy_aot16*.nbi"))
+
+
+def test_same_bits_with_one_and_two_threads_and_across_runs():
+    import numba
+
+    func = program(2)  # a pipelined gemm with edge tiles
+    rng = np.random.default_rng(7)
+    sizes = {"M": 37, "N": 29, "K": 45}
+    arrs = {}
+    for p in func.params:
+        shape = tuple(sizes[s.name] for s in p.shape)
+        arrs[p.name] = rng.standard_normal(shape).astype(p.dtype.np_dtype)
+    outs = []
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, 2, 2, 1):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            a = {k: v.copy() for k, v in arrs.items()}
+            jit.run(func, a, sizes)
+            outs.append(a[func.params[-1].name])
+    finally:
+        numba.set_num_threads(before)
+    for o in outs[1:]:
+        assert_same_bits(outs[0], o, "threads/runs")
