@@ -71,7 +71,7 @@ def test_every_schedule_gives_the_same_bits(name, seed):
         arrays = make(np.random.default_rng(seed))
         if opts.pop("small_batches", False):
             with pytest.MonkeyPatch.context() as m:  # several batches per launch
-                m.setattr(sys.modules["tilepy.interpreter.run"], "BATCH_ELEMENTS", 300)
+                m.setattr(sys.modules["tilepy.interpreter.schedule"], "BATCH_ELEMENTS", 300)
                 run(kernel.func, arrays, {}, **opts)
         else:
             run(kernel.func, arrays, {}, **opts)
