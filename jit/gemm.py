@@ -35,22 +35,94 @@ def emit_gemm(em: Emitter, w: Writer, s: Gemm) -> None:
                                     ((a, "A"), (b, "B"), (c, "C")))
     m_dim, k_dim = (ac, ar) if s.transpose_a else (ar, ac)
     kb_dim, n_dim = (bc, br) if s.transpose_b else (br, bc)
-    M, N, K = c.exts[cr], c.exts[cc], a.exts[k_dim]
     dt = s.c.dtype
+    g = _Operands(em, s, lambda i, k: a.index([i, k], [m_dim, k_dim]),
+                  lambda k, j: b.index([k, j], [kb_dim, n_dim]),
+                  lambda i, j: c.index([i, j], [cr, cc]))
+    M, N, K = c.exts[cr], c.exts[cc], a.exts[k_dim]
     if s.clear_accum:
         i, j = em.names.temp("i"), em.names.temp("j")
         w.line(f"for {i} in range({M}):")
         w.line(f"    for {j} in range({N}):")
-        for line in em.store(s.c.buffer, c.index([i, j], [cr, cc]), em.zero(dt)):
+        for line in em.store(s.c.buffer, g.c(i, j), em.zero(dt)):
             w.line("        " + line)
+    blocked = all(x.isdigit() for x in (M, N, K)) and dt.name in ("float32", "float64") \
+        and all(em.ref(r.buffer).kind == "array" for r in (s.a, s.b, s.c))
+    if not blocked:
+        _ikj(em, w, g, ("0", M), ("0", N), K)
+        return
+    mr, nr = MR, NR[dt.name]
+    m0, n0 = int(M) - int(M) % mr, int(N) - int(N) % nr
+    if m0 and n0:
+        _micro(em, w, g, m0, n0, int(K), mr, nr)
+    if n0 < int(N):
+        _ikj(em, w, g, ("0", str(m0)), (str(n0), N), K)
+    if m0 < int(M):
+        _ikj(em, w, g, (str(m0), M), ("0", N), K)
+
+
+MR = 4  # register block: MR rows x NR columns of C held in scalar accumulators
+NR = {"float32": 16, "float64": 8}
+
+
+class _Operands:
+    """Source strings of A[i, k], B[k, j] (converted to C's dtype) and C's indices."""
+
+    def __init__(self, em: Emitter, s: Gemm, ai, bi, ci):
+        self.em, self.s, self.ai, self.bi, self.c = em, s, ai, bi, ci
+        self.dt = s.c.dtype
+
+    def a(self, i: str, k: str) -> str:
+        x = self.em.load(self.s.a.buffer, self.ai(i, k))
+        return self.em.cast(x, self.s.a.dtype, self.dt)
+
+    def b(self, k: str, j: str) -> str:
+        x = self.em.load(self.s.b.buffer, self.bi(k, j))
+        return self.em.cast(x, self.s.b.dtype, self.dt)
+
+    def step(self, c: str, a: str, b: str) -> str:
+        """c + a * b: the product in C's dtype, then the add (two roundings, no FMA)."""
+        return combine(self.em, Op.ADD, c, combine(self.em, Op.MUL, a, b, self.dt), self.dt)
+
+
+def _ikj(em: Emitter, w: Writer, g: _Operands, rows, cols, K: str) -> None:
+    """The plain form: i, k, j loops (j vectorises; each element keeps k ascending)."""
     depth = w.depth
-    i, k = open_loops(em, w, ["0", "0"], [M, K])
+    i, k = open_loops(em, w, [rows[0], "0"], [rows[1], K])
     av = em.names.temp("a")
-    w.line(f"{av} = {em.cast(em.load(s.a.buffer, a.index([i, k], [m_dim, k_dim])), s.a.dtype, dt)}")
-    (j,) = open_loops(em, w, ["0"], [N])
-    bv = em.cast(em.load(s.b.buffer, b.index([k, j], [kb_dim, n_dim])), s.b.dtype, dt)
-    cidx = c.index([i, j], [cr, cc])
-    total = combine(em, Op.ADD, em.load(s.c.buffer, cidx), combine(em, Op.MUL, av, bv, dt), dt)
-    for line in em.store(s.c.buffer, cidx, total):
+    w.line(f"{av} = {g.a(i, k)}")
+    (j,) = open_loops(em, w, [cols[0]], [cols[1]])
+    cidx = g.c(i, j)
+    for line in em.store(g.s.c.buffer, cidx, g.step(em.load(g.s.c.buffer, cidx), av,
+                                                    g.b(k, j))):
         w.line(line)
     w.depth = depth
+
+
+def _micro(em: Emitter, w: Writer, g: _Operands, m0: int, n0: int, K: int, mr: int,
+           nr: int) -> None:
+    """Register-blocked: an mr x nr block of C in scalar accumulators over all of k
+    (LLVM's SLP vectoriser packs them), then stored back. Same order per element."""
+    i0, j0, k = em.names.temp("i"), em.names.temp("j"), em.names.temp("k")
+    w.line(f"for {i0} in range(0, {m0}, {mr}):  # {mr}x{nr} register blocks")
+    w.line(f"    for {j0} in range(0, {n0}, {nr}):")
+    w.depth += 2
+    rows = [f"{i0} + {r}" if r else i0 for r in range(mr)]
+    cols = [f"{j0} + {q}" if q else j0 for q in range(nr)]
+    acc = [[f"_c{r}_{q}" for q in range(nr)] for r in range(mr)]
+    for r in range(mr):
+        w.line("; ".join(f"{acc[r][q]} = {em.load(g.s.c.buffer, g.c(rows[r], cols[q]))}"
+                         for q in range(nr)))
+    w.line(f"for {k} in range({K}):")
+    w.depth += 1
+    w.line("; ".join(f"_a{r} = {g.a(rows[r], k)}" for r in range(mr)))
+    w.line("; ".join(f"_b{q} = {g.b(k, cols[q])}" for q in range(nr)))
+    for r in range(mr):
+        w.line("; ".join(f"{acc[r][q]} = {g.step(acc[r][q], f'_a{r}', f'_b{q}')}"
+                         for q in range(nr)))
+    w.depth -= 1
+    for r in range(mr):
+        for q in range(nr):
+            for line in em.store(g.s.c.buffer, g.c(rows[r], cols[q]), acc[r][q]):
+                w.line(line)
+    w.depth -= 2

@@ -45,3 +45,34 @@ def test_reference_kernel_numba(i):
                          ids=lambda i: CASES[i].name.replace(" ", "_"))
 def test_reference_kernel_py_tier(i):
     _agree(i, "py")
+
+
+GEMMS = [  # (block_M, block_N, block_K, in, out, accum, trans_A, trans_B): register blocks
+    (32, 48, 16, "float32", "float32", "float32", True, True),  # + 4x16 remainder strips
+    (64, 64, 32, "bfloat16", "float32", "float32", False, False),
+    (20, 24, 8, "float64", "float64", "float64", False, True),  # 4x8 blocks + remainders
+]
+
+
+@pytest.mark.parametrize("cfg", GEMMS, ids=lambda c: f"{c[3]}_{c[0]}x{c[1]}x{c[2]}")
+def test_gemm_register_blocked_micro_kernel(cfg):
+    import numpy as np
+
+    from tilepy.interpreter import run as interp_run
+    from tilepy.jit import compile as jit_compile
+    from tilepy.kernels import gemm
+
+    func = gemm(*cfg).func
+    k = jit_compile(func)
+    assert "register blocks" in k.source
+    rng = np.random.default_rng(3)
+    ta, tb = cfg[6], cfg[7]
+    for M, N, K in [(70, 50, 33), (cfg[0], cfg[1], cfg[2]), (1, 97, 5)]:
+        a = rng.standard_normal((K, M) if ta else (M, K)).astype(func.params[0].dtype.np_dtype)
+        b = rng.standard_normal((N, K) if tb else (K, N)).astype(func.params[1].dtype.np_dtype)
+        want = np.zeros((M, N), func.params[2].dtype.np_dtype)
+        got = want.copy()
+        sizes = {"M": M, "N": N, "K": K}
+        interp_run(func, {"A": a, "B": b, "C": want}, sizes)
+        k({"A": a, "B": b, "C": got}, sizes)
+        assert_same_bits(want, got, f"gemm {cfg} {M}x{N}x{K}")
