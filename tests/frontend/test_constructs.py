@@ -157,6 +157,7 @@ def test_print_and_breakpoint(capsys, monkeypatch):
             t = T.alloc_fragment((4,), "float32")
             T.copy(X[bx, 0], t)
             print("block", bx, "first", t[0])
+            T.print(t[1], msg="second")
             if bx == 1:
                 breakpoint()
 
@@ -164,6 +165,7 @@ def test_print_and_breakpoint(capsys, monkeypatch):
     _interp(k, x)
     out = capsys.readouterr().out
     assert "block 0 first 0.0" in out and "block 1 first 4.0" in out
+    assert "second 1.0" in out and "second 5.0" in out
     assert np.array_equal(np.asarray(seen["t"]).reshape(-1)[-4:], x[1])
 
 

@@ -312,6 +312,8 @@ def _print(tr, node, loc, name):
         a = Args(tr, node, ["obj", "msg"], loc, "T.print")
         msg = a.const("msg", "")
         obj = a.operand("obj")
+        if isinstance(obj, StartPoint):  # T.print(t[i]): the element's value
+            obj = Load(obj.buffer, obj.starts)
         args.append(obj.buffer if isinstance(obj, Region) else tr.scalar_view(obj, node))
         parts = [msg + " {}" if msg else "{}"]
     else:
