@@ -5,8 +5,16 @@ statement semantics of the interpreter. Importing it does not import numba; comp
 
     tilepy.jit.run(func, arrays, sizes, *, fast=False, tier="numba") -> None
     tilepy.jit.compile(func, *, fast=False, tier="numba") -> CompiledKernel (.source)
+    tilepy.jit.source(func) -> str (the generated Python, without compiling)
 """
 
-from tilepy.jit.compiler import TIERS, CompiledKernel, clear_memory_cache, compile, run
+from tilepy.jit.compiler import (
+    TIERS,
+    CompiledKernel,
+    clear_memory_cache,
+    compile,
+    run,
+    source,
+)
 
-__all__ = ["TIERS", "CompiledKernel", "clear_memory_cache", "compile", "run"]
+__all__ = ["TIERS", "CompiledKernel", "clear_memory_cache", "compile", "run", "source"]

@@ -92,6 +92,11 @@ def run(func: PrimFunc, arrays: dict, sizes: dict, *, fast: bool = False,
     compile(func, fast=fast, tier=tier)(arrays, sizes)
 
 
+def source(func: PrimFunc) -> str:
+    """The generated Python for `func` (what `kernel.source` shows), without compiling."""
+    return lower(func).source
+
+
 def clear_memory_cache() -> None:
     with _LOCK:
         _MEMORY.clear()

@@ -137,8 +137,10 @@ def _launch(em: Emitter, w: Writer, s: Launch) -> None:
         bw.line('"""One block of the launch below."""')
         bw.line(f"{', '.join(grid + outer)}, = {pack}")
         div = ""
+        em.block_vars = []
         for v, g in zip(s.block_vars, grid):
             py = em.bind_var(v)
+            em.block_vars.append(py)
             bw.line(f"{py} = {np_name(v.dtype)}({blk}{div} % {g})")
             div += f" // {g}"
         _body(em, bw, s.body)
@@ -223,14 +225,26 @@ def _while(em: Emitter, w: Writer, s: While) -> None:
 
 
 def _print(em: Emitter, w: Writer, s: Print) -> None:
-    parts = [repr(s.msg)] if s.msg else []
+    """As the interpreter prints: `[block (bx, by)] msg v ...`, a buffer as `name=` and
+    the array on the next line (floats print as Python floats, not numpy scalars)."""
+    ids = ' + ", " + '.join(f"str({v})" for v in em.block_vars)
+    if len(em.block_vars) == 1:
+        parts = [f'"[block " + {ids} + "]"']
+    elif em.block_vars:
+        parts = [f'"[block (" + {ids} + ")]"']
+    else:
+        parts = []
+    parts += [repr(s.msg)] if s.msg else []
+    arrays = []
     for a in s.args:
         if isinstance(a, Buffer):
-            r = em.ref(a)
-            parts.append(r.name)
+            parts.append(repr(f"{a.name}="))
+            arrays.append(em.ref(a).name)
         else:
             parts.append(em.expr(a))
     w.line(f"print({', '.join(parts)})")
+    for arr in arrays:
+        w.line(f"print({arr})")
 
 
 def _breakpoint(em: Emitter, w: Writer, s: Breakpoint) -> None:

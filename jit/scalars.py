@@ -69,6 +69,7 @@ class Emitter:
     codecs: set[tuple[str, str]] = field(default_factory=set)
     loc: Loc | None = None
     block_writers: list = field(default_factory=list)  # (name, Writer) per launch
+    block_vars: list = field(default_factory=list)  # the current launch's block ids
 
     # -------------------------------------------------------------- names
 

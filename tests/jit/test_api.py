@@ -45,6 +45,7 @@ def test_source_is_readable_python_with_the_launch_as_prange():
     assert "prange(" in src and "def _block" in src
     assert "fastmath" not in src
     compile(src, "<kernel>", "exec")  # valid Python
+    assert jit.source(axpy()) == src  # the same text, without compiling
 
 
 @pytest.mark.parametrize("tier", ["py", "numba"])
@@ -188,3 +189,20 @@ def test_same_bits_with_one_and_two_threads_and_across_runs():
         numba.set_num_threads(before)
     for o in outs[1:]:
         assert_same_bits(outs[0], o, "threads/runs")
+
+
+@pytest.mark.parametrize("tier", ["py", "numba"])
+def test_print_runs_blocks_in_order_with_the_interpreters_prefix(tier, capfd):
+    from tilepy.ir.stmt import Print
+
+    N, g = Var("N"), Var("g")
+    X = Buffer("X", (N,), dtype("int32"))
+    body = (Print("x is", (Load(X, (g,)),)),)
+    f = PrimFunc(f"printer_{tier}", (X,), (N,), (Launch((N,), (g,), (1,), body),))
+    jit.run(f, {"X": np.arange(5, dtype=np.int32) * 7}, {"N": 5}, tier=tier)
+    out = capfd.readouterr().out.splitlines()
+    assert out == [f"[block {i}] x is {7 * i}" for i in range(5)]
+    from tilepy.interpreter import run as interp_run
+
+    interp_run(f, {"X": np.arange(5, dtype=np.int32) * 7}, {"N": 5})
+    assert capfd.readouterr().out.splitlines() == out
