@@ -104,7 +104,7 @@ def clear_memory_cache() -> None:
 
 
 def _build(func: PrimFunc, fast: bool, tier: str, disk: bool) -> CompiledKernel:
-    low = lower(func)
+    low = lower(func, fast=fast)
     key = diskcache.key(low.source, tier=tier, fast=fast)
     path, pyfunc = diskcache.load_module(func.name, key, low.source, low.entry)
     if tier == "py":
@@ -115,10 +115,15 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool) -> CompiledKernel:
 
         g = pyfunc.__globals__
         g.update(numba_namespace(low.codecs))
+        extra = {}
+        if fast:
+            from tilepy.jit.fast import options
+
+            extra = options()
         for name in low.blocks:  # plain njit functions, typed at the launch's call
             if not hasattr(g[name], "py_func"):
-                g[name] = numba.njit(error_model="numpy", cache=disk)(g[name])
-        fn = _njit(func, low, pyfunc, cache=disk, path=path)
+                g[name] = numba.njit(error_model="numpy", cache=disk, **extra)(g[name])
+        fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast)
     views = tuple(_view_dtype(p) for p in func.params)
     return CompiledKernel(func, low.source, tier, fast, path, fn, low.args, views)
 
@@ -138,11 +143,15 @@ def signature(func: PrimFunc):
     return types.none(*arrs, *([types.int64] * len(func.sizes)))
 
 
-def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str):
+def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str, fast: bool):
     import numba
 
     numba.config.SLP_VECTORIZE = 1  # PERF_NOTES: the gemm inner loop needs it
     opts = dict(parallel=True, error_model="numpy", cache=cache)
+    if fast:
+        from tilepy.jit.fast import options
+
+        opts.update(options())
     try:
         return numba.njit(signature(func), **opts)(pyfunc)
     except Exception as e:  # noqa: BLE001 - typing errors, or a corrupted cache file

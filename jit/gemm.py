@@ -1,7 +1,7 @@
 """Emitter for `T.gemm`: C += op(A) @ op(B) in the contract's order.
 
 For each C element: k ascending from C's current value (0 if clear_accum), the product
-computed in C's dtype then added, one rounding per op, no FMA (no fastmath flag ever
+computed in C's dtype then added, one rounding per op, no FMA (no fast-math flag ever
 reaches this code). Loops run i, k, j so the j loop vectorises without changing any
 element's order. Products and sums are emitted through the op table.
 """
@@ -46,6 +46,11 @@ def emit_gemm(em: Emitter, w: Writer, s: Gemm) -> None:
         w.line(f"    for {j} in range({N}):")
         for line in em.store(s.c.buffer, g.c(i, j), em.zero(dt)):
             w.line("        " + line)
+    if em.fast:
+        from tilepy.jit.fast import emit_dot
+
+        if emit_dot(em, w, s):
+            return
     blocked = all(x.isdigit() for x in (M, N, K)) and dt.name in ("float32", "float64") \
         and all(em.ref(r.buffer).kind == "array" for r in (s.a, s.b, s.c))
     if not blocked:

@@ -53,9 +53,9 @@ _TILE = {Copy: emit_copy, Fill: emit_fill, Reduce: emit_reduce, Cumsum: emit_cum
          AtomicAdd: emit_atomic_add, Gemm: emit_gemm}
 
 
-def lower(func: PrimFunc) -> Lowered:
+def lower(func: PrimFunc, fast: bool = False) -> Lowered:
     names = Names()
-    em = Emitter(names)
+    em = Emitter(names, fast=fast)
     w = Writer()
     entry = names.user("func", func.name)
     params = []

@@ -64,6 +64,7 @@ class Emitter:
     """Turns IR expressions into Python expressions; records the codecs it uses."""
 
     names: Names
+    fast: bool = False  # the opt-in fast mode (jit/fast.py)
     bufs: dict[str, BufRef] = field(default_factory=dict)
     vars: dict[str, str] = field(default_factory=dict)
     codecs: set[tuple[str, str]] = field(default_factory=set)

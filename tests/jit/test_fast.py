@@ -1,0 +1,54 @@
+"""The opt-in fast mode: BLAS gemm tiles and fast-math flags, checked against the
+interpreter with the derived error bound (gamma_K * sum|a||b| from the exact product for
+both, so they differ by at most twice that), never bitwise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilepy.jit as jit
+from tests.strategies import program
+from tilepy.interpreter import run as interp_run
+from tilepy.kernels import gemm
+
+
+def gamma(n: int, u: float) -> float:
+    return n * u / (1 - n * u)
+
+
+@pytest.mark.parametrize("dt,u", [("float32", 2.0**-24), ("float64", 2.0**-53)])
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])
+def test_fast_gemm_within_the_derived_bound(dt, u, ta, tb):
+    func = gemm(32, 32, 16, dt, dt, dt, ta, tb).func
+    k = jit.compile(func, fast=True)
+    assert "np.dot(" in k.source and "np.dot(" not in jit.compile(func, tier="py").source
+    rng = np.random.default_rng(5)
+    for M, N, K in [(45, 70, 37), (64, 64, 64)]:
+        a = rng.standard_normal((K, M) if ta else (M, K)).astype(dt)
+        b = rng.standard_normal((N, K) if tb else (K, N)).astype(dt)
+        want, got = np.zeros((M, N), dt), np.zeros((M, N), dt)
+        sizes = {"M": M, "N": N, "K": K}
+        interp_run(func, {"A": a, "B": b, "C": want}, sizes)
+        k({"A": a, "B": b, "C": got}, sizes)
+        A = a.T.astype(np.float64) if ta else a.astype(np.float64)
+        B = b.T.astype(np.float64) if tb else b.astype(np.float64)
+        # products round once (u) and K adds: gamma_{K+1} each side of the exact value
+        bound = 2 * gamma(K + 1, u) * (np.abs(A) @ np.abs(B))
+        err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        assert np.all(err <= bound), float((err / np.maximum(bound, 1e-300)).max())
+        assert np.isfinite(got).all()
+
+
+def test_fast_mode_other_constructs_stay_exact_when_nothing_can_change():
+    func = program(4)  # a copy chain: no arithmetic for fast math to change
+    rng = np.random.default_rng(2)
+    sizes = {"M": 19, "N": 23}
+    arrs = {p.name: rng.standard_normal((19, 23)).astype(p.dtype.np_dtype)
+            for p in func.params}
+    a = {k: v.copy() for k, v in arrs.items()}
+    b = {k: v.copy() for k, v in arrs.items()}
+    interp_run(func, a, sizes)
+    jit.run(func, b, sizes, fast=True)
+    out = func.params[-1].name
+    assert np.array_equal(a[out].view(np.uint8), b[out].view(np.uint8))
