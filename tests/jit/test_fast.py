@@ -17,8 +17,8 @@ def gamma(n: int, u: float) -> float:
     return n * u / (1 - n * u)
 
 
-@pytest.mark.parametrize("dt,u", [("float32", 2.0**-24), ("float64", 2.0**-53)])
-@pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])
+@pytest.mark.parametrize("dt,u,ta,tb", [("float32", 2.0**-24, False, False),
+                                         ("float64", 2.0**-53, True, True)])
 def test_fast_gemm_within_the_derived_bound(dt, u, ta, tb):
     func = gemm(32, 32, 16, dt, dt, dt, ta, tb).func
     k = jit.compile(func, fast=True)
