@@ -21,7 +21,7 @@ from tilepy.ir.stmt import Cumsum, Gemm, Reduce, ReduceKind
 from tilepy.ir.types import DType, compute_dtype
 
 _PLAIN = (np.dtype(np.float32), np.dtype(np.float64))
-_CHUNK = 1 << 15  # accumulator elements per step: acc + product stay in L2
+_CHUNK = 1 << 16  # accumulator elements per step: acc + product stay in L2
 
 
 def _plain(dt: DType) -> bool:
@@ -96,8 +96,7 @@ def _accumulator(ctx: Ctx, s: Gemm, tc: regions.Tile, cdt: DType, m: int, n: int
 
 def _gemm_steps(at: np.ndarray, bt: np.ndarray, acc: np.ndarray, cdt: DType) -> None:
     """acc[:, i, j] = acc + a[:, k, i] * b[:, k, j] for k ascending (in place)."""
-    nb, k, m = at.shape
-    n = bt.shape[2]
+    k = at.shape[1]
     if k == 0:
         return
     if not _plain(cdt):
@@ -105,44 +104,39 @@ def _gemm_steps(at: np.ndarray, bt: np.ndarray, acc: np.ndarray, cdt: DType) -> 
             p = reference(Op.MUL, [at[:, kk, :, None], bt[:, kk, None, :]], (cdt, cdt), cdt)
             acc[...] = reference(Op.ADD, [acc, p], (cdt, cdt), cdt)
         return
-    step = max(1, _CHUNK // max(1, m * n))
-    spans = [(lo, min(nb, lo + step)) for lo in range(0, nb, step)]
-    pool = _pool() if len(spans) > 1 and nb * m * n * k >= _THREAD_MIN else None
-    if pool is None:
-        for lo, hi in spans:
-            _plain_steps(at[lo:hi], bt[lo:hi], acc[lo:hi])
-        return
-    list(pool.map(lambda s: _plain_steps(at[s[0]:s[1]], bt[s[0]:s[1]], acc[s[0]:s[1]]),
-                  spans))  # disjoint blocks; each keeps its k order: same bits
+    _chunked_steps(at, bt, acc)
+
+
+def _chunked_steps(at: np.ndarray, bt: np.ndarray, acc: np.ndarray) -> None:
+    """_plain_steps over groups of blocks small enough for the accumulator to stay in L2."""
+    nb, _, m = at.shape
+    step = max(1, _CHUNK // max(1, m * acc.shape[2]))
+    for lo in range(0, nb, step):
+        _plain_steps(at[lo:lo + step], bt[lo:lo + step], acc[lo:lo + step])
 
 
 def _plain_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
+    """c = c + a[k] (x) b[k] for k ascending: the op table's MUL, then its ADD, per step.
+
+    The outer products come from einsum when that gives the same sums: einsum computes
+    each product as +0 + a*b, identical to a*b except that a -0 product becomes +0. Adding
+    a zero changes nothing unless the accumulator is zero, and in round-to-nearest x + y is
+    -0 only when both are -0, so an accumulator that holds no -0 never comes to hold one
+    and cannot tell the two zeros apart. Only when c starts with a -0 do the products come
+    from the table's MUL (same bits either way, about 1.6x slower). One thread: einsum holds
+    the GIL, and a thread pool measured no faster than this on 2 cores.
+    """
     mul, add = OPS[Op.MUL].numpy, OPS[Op.ADD].numpy
-    a_, b_ = at[:, :, :, None], bt[:, :, None, :]
     tmp = np.empty_like(c)
+    use_einsum = not np.any((c == 0) & np.signbit(c))
+    a_, b_ = at[:, :, :, None], bt[:, :, None, :]
     with np.errstate(all="ignore"):  # IEEE overflow / inf - inf are values, not errors
         for kk in range(at.shape[1]):
-            mul(a_[:, kk], b_[:, kk], out=tmp)
+            if use_einsum:
+                np.einsum("bi,bj->bij", at[:, kk], bt[:, kk], out=tmp)
+            else:
+                mul(a_[:, kk], b_[:, kk], out=tmp)
             add(c, tmp, out=c)
-
-
-_THREAD_MIN = 1 << 22  # multiply-adds below which threads cost more than they give
-_POOL: dict = {}
-
-
-def _pool():
-    """A small thread pool (numpy releases the GIL in these ufuncs), made on first use in
-    each process (a forked child gets its own: the parent's threads do not exist there)."""
-    import os
-
-    pid = os.getpid()
-    if pid not in _POOL:
-        from concurrent.futures import ThreadPoolExecutor
-
-        n = min(4, os.cpu_count() or 1)
-        _POOL.clear()
-        _POOL[pid] = ThreadPoolExecutor(n, thread_name_prefix="tilepy-gemm") if n > 1 else None
-    return _POOL[pid]
 
 
 def _trace_gemm(ctx: Ctx, s: Gemm, tc: regions.Tile, m: int, n: int, k: int) -> None:

@@ -232,16 +232,40 @@ def test_lane_atomic_add_with_collisions_in_lane_order(dtype, seed):
     assert same(h, expect)
 
 
-def test_threaded_gemm_keeps_the_bits(monkeypatch):
-    """Large batches split the gemm's blocks over threads; each block keeps its k order."""
-    import sys
+def _signed_zero_gemm():
+    import tilepy.language as T
 
-    monkeypatch.setattr(sys.modules["tilepy.interpreter.accumulate"], "_THREAD_MIN", 0)
-    monkeypatch.setattr(sys.modules["tilepy.interpreter.accumulate"], "_CHUNK", 256)
-    rng = np.random.default_rng(7)
-    a = random_values(rng, (64, 40), "float32")
-    b = random_values(rng, (40, 48), "float32")
-    c = np.zeros((64, 48), np.float32)
-    run(cached(K.gemm)(64, 48, 40, 16, 16, 8, "float32", "float32", False, False, True).func,
-        dict(A=a, B=b, C=c), {})
-    assert same(c, seq_gemm(a, b, np.zeros((64, 48)), "float32", k_pad=40))
+    @T.prim_func
+    def acc_gemm(A: T.Tensor((32, 16), "float32"), B: T.Tensor((16, 32), "float32"),
+                 C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(2, 2) as (bx, by):
+            a_s = T.alloc_shared((16, 16), "float32")
+            b_s = T.alloc_shared((16, 16), "float32")
+            c_l = T.alloc_fragment((16, 16), "float32")
+            T.copy(C[by * 16, bx * 16], c_l)
+            T.copy(A[by * 16, 0], a_s)
+            T.copy(B[0, bx * 16], b_s)
+            T.gemm(a_s, b_s, c_l)
+            T.copy(c_l, C[by * 16, bx * 16])
+
+    return acc_gemm
+
+
+@pytest.mark.parametrize("c_start", ["+0", "-0 and values"])
+def test_gemm_products_keep_signed_zeros(c_start):
+    """The gemm's fast outer products (einsum: +0 for a -0 product) must give the sequential
+    sums bit for bit, signs of zero included, whatever C starts from."""
+    rng = np.random.default_rng(11)
+    vals, odds = np.array([0.0, -0.0, 1.5, -2.25], np.float32), [0.45, 0.45, 0.05, 0.05]
+    zeros = lambda shape: rng.choice(vals, shape, p=odds)  # noqa: E731
+    a, b = zeros((32, 16)), zeros((16, 32))
+    c = np.zeros((32, 32), np.float32)
+    if c_start != "+0":
+        c = rng.choice(np.array([-0.0, 0.0, 3.0], np.float32), (32, 32))
+        a[0, :], b[:, 0], c[0, 0] = 1.5, -0.0, -0.0  # every product -0: C[0, 0] stays -0
+    want = c.copy()
+    for k in range(16):  # the contract: c = c + a*b, k ascending, float32 each op
+        want = want + a[:, k:k + 1] * b[k:k + 1, :]
+    run(_signed_zero_gemm().func, dict(A=a, B=b, C=c), {})
+    assert np.array_equal(c.view(np.uint32), want.view(np.uint32))
+    assert c_start == "+0" or np.any((c == 0) & np.signbit(c))  # -0 really survived
