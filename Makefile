@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-thorough test-exhaustive lint bench bench-comm clean
+.PHONY: demo test test-thorough test-exhaustive lint bench bench-jit bench-comm clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/interp_vs_triton.py
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/codecs.py
+
+bench-jit: $(STAMP)
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/jit_bench.py
 
 bench-comm: $(STAMP)
 	$(PY) bench/collectives.py

@@ -239,8 +239,8 @@ _ROWS = [
     OpDef(Op.ERF, 1, _F, _same("float", _flt), _erf, "math.erf({0})", "error function"),
     OpDef(Op.SIN, 1, _F, _same("float", _flt), np.sin, "math.sin({0})", "sine"),
     OpDef(Op.COS, 1, _F, _same("float", _flt), np.cos, "math.cos({0})", "cosine"),
-    OpDef(Op.FLOOR, 1, _N, _same("float", _flt), np.floor, "math.floor({0})", "round down"),
-    OpDef(Op.CEIL, 1, _N, _same("float", _flt), np.ceil, "math.ceil({0})", "round up"),
+    OpDef(Op.FLOOR, 1, _N, _same("float", _flt), np.floor, "np.floor({0})", "round down"),
+    OpDef(Op.CEIL, 1, _N, _same("float", _flt), np.ceil, "np.ceil({0})", "round up"),
     OpDef(Op.EQ, 2, _C, _compare_rule, np.equal, "({0} == {1})", "a == b"),
     OpDef(Op.NE, 2, _C, _compare_rule, np.not_equal, "({0} != {1})", "a != b"),
     OpDef(Op.LT, 2, _C, _compare_rule, np.less, "({0} < {1})", "a < b"),
@@ -306,7 +306,9 @@ def cast_values(x: np.ndarray, src: DType, dst: DType, saturate: bool = False) -
         if saturate:
             from tilepy.precision import cast
 
-            return cast(np.asarray(x), dst.name, saturate=True).astype(compute_dtype(dst))
+            # in float64, so the clamp bound is not itself rounded to the source's inf
+            x64 = np.asarray(x, dtype=np.float64)
+            return cast(x64, dst.name, saturate=True).astype(compute_dtype(dst))
         return round_values(np.asarray(x), dst)
     if src.is_float:
         return float_to_int(x, dst)

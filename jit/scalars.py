@@ -19,11 +19,9 @@ from tilepy.ir.types import DType, Scope, compute_dtype
 from tilepy.jit.runtime import MAX_GUARDED_RANK, codec_name
 from tilepy.jit.source import Names
 
+
 # ir/ops.py's FLOOR/CEIL templates say `math.floor`, which returns a Python int (int64 in
 # Numba) and raises on inf/NaN; numpy's floor keeps the float dtype, as the reference does.
-_TEMPLATE_FIXES = {Op.FLOOR: "np.floor({0})", Op.CEIL: "np.ceil({0})"}
-
-
 @dataclass
 class BufRef:
     """How a buffer appears in the generated code.
@@ -112,7 +110,7 @@ class Emitter:
         if row.compute is Compute.CONVERT:
             return self.convert(c.op, self.expr(c.args[0]), dts[0], c.dtype)
         args = [self.expr(a) for a in c.args]
-        tmpl = _TEMPLATE_FIXES.get(c.op, row.scalar)
+        tmpl = row.scalar
         if row.compute is Compute.F64:
             body = tmpl.format(*[f"np.float64({a})" for a in args])
             return self.round64(body, c.dtype)

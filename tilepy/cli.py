@@ -2,7 +2,9 @@
 
 `tilepy ir FILE.py:NAME [ARGS...]` prints a kernel's IR (NAME is a @T.prim_func kernel or a
 @tilepy.jit factory, called with the build-time ARGS given as Python literals);
-`tilepy version` prints versions. This module only parses arguments and prints.
+`tilepy jit-compile MODULE...` fills the JIT's disk cache with every kernel the modules
+define (ahead-of-time mode); `tilepy version` prints versions. This module only parses
+arguments and prints.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ def _cmd_ir(args) -> int:
     return 0
 
 
+def _cmd_jit_compile(args) -> int:
+    from tilepy.jit.aot import main as aot_main
+
+    return aot_main(args.modules)
+
+
 def _cmd_version(args) -> int:
     import ml_dtypes
     import numpy
@@ -59,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     p_ir.add_argument("target", help="FILE.py:NAME")
     p_ir.add_argument("args", nargs="*", help="build-time arguments (Python literals)")
     p_ir.set_defaults(run=_cmd_ir)
+    p_aot = sub.add_parser("jit-compile", help="compile modules' kernels into the disk cache")
+    p_aot.add_argument("modules", nargs="+", help="importable module names")
+    p_aot.set_defaults(run=_cmd_jit_compile)
     sub.add_parser("version", help="print versions").set_defaults(run=_cmd_version)
     args = parser.parse_args(argv)
     return args.run(args)

@@ -67,9 +67,9 @@ class Kernel:
     @property
     def source(self) -> str:
         """The Python source the JIT generates for this kernel."""
-        from tilepy.jit import compile as jit_compile
+        from tilepy.jit import source
 
-        return IRText(jit_compile(self.func).source)
+        return IRText(source(self.func))
 
     def __repr__(self) -> str:
         grids = [s for s in self.func.body if isinstance(s, Launch)]
