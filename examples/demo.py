@@ -1,5 +1,6 @@
 """`make demo`: print a gemm kernel's IR, run every reference kernel in the interpreter,
-check each against an independent numpy formulation, and print a table.
+check each against an independent numpy formulation, and print a table; then run a few of
+them through the Numba JIT beside the interpreter (bit-identical results required).
 
 The error bound of each check is derived from the kernel's numerics (tilepy/kernels/
 checks.py); `ratio` is the worst error over that bound (<= 1 passes).
@@ -7,6 +8,8 @@ checks.py); `ratio` is the worst error over that bound (<= 1 passes).
 
 import sys
 import time
+
+import numpy as np
 
 import tilepy
 from tilepy.kernels import gemm
@@ -34,8 +37,36 @@ def main() -> int:
             print(f"{case.name:24} {case.dtype:24} {case.shape:24} {err:10.3g} {ratio:7.3f} "
                   f"{ms:10.1f}  {'yes' if ok else 'NO'}")
     print(f"\n{len(cases) - failed} of {len(cases)} kernels within their derived bounds "
-          "(interpreter, the reference backend)")
+          "(interpreter, the reference backend)\n")
+    failed += jit_side_by_side(cases)
     return 1 if failed else 0
+
+
+JIT_CASES = ("gemm NN", "softmax (online)", "layernorm", "vector add")
+
+
+def jit_side_by_side(cases) -> int:
+    """A few kernels through the Numba JIT: same bits as the interpreter, and the times."""
+    print(f"{'kernel (JIT vs interpreter)':30} {'same bits':>9} {'interp ms':>10} "
+          f"{'jit ms':>8} {'first call s':>13}")
+    bad = 0
+    for case in [c for c in cases if c.name in JIT_CASES]:
+        with tilepy.backend("interp"):
+            t0 = time.perf_counter()
+            ref = case.kernel(*case.inputs)
+            t_interp = time.perf_counter() - t0
+        with tilepy.backend("jit"):
+            t0 = time.perf_counter()
+            case.kernel(*case.inputs)  # compiles, or loads from the disk cache
+            first = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            out = case.kernel(*case.inputs)
+            t_jit = time.perf_counter() - t0
+        same = np.array_equal(out.view(np.uint8), ref.view(np.uint8))
+        bad += not same
+        print(f"{case.name + ' ' + case.dtype:30} {'yes' if same else 'NO':>9} "
+              f"{t_interp * 1e3:10.1f} {t_jit * 1e3:8.2f} {first:13.2f}")
+    return bad
 
 
 if __name__ == "__main__":
