@@ -6,7 +6,10 @@ interpreter (TRITON_INTERPRET=1) was measured on this kind of machine at 0.55 s,
 1.3 s; the goal is 20x faster. "exact numpy" is the same numerics written directly in numpy
 (the floor an interpreter can approach); "cpu" is process CPU time (all threads).
 
-Run: python bench/interp_vs_triton.py [ROUNDS]  (medians of interleaved rounds, default 7).
+Run: python bench/interp_vs_triton.py [ROUNDS]  (medians of rounds, default 7; each kernel's
+rounds alternate tilepy and numpy. Kernels are measured one after the other, not mixed: a
+matmul run just before it made the next vector add 2-3x slower for numpy and tilepy alike,
+through the allocator returning freed memory that then has to be faulted in again.)
 """
 
 import statistics
@@ -102,10 +105,9 @@ def main(rounds: int = 7):
     cpu = {k: [] for k in ours}
     floor = {k: [] for k in ours}
     with tilepy.backend("interp"):
-        for fn in ours.values():
+        for name, fn in ours.items():
             fn()  # build the IR once
-        for _ in range(rounds):  # interleaved: the machine drifts
-            for name, fn in ours.items():
+            for _ in range(rounds):  # tilepy and numpy interleaved: the machine drifts
                 w, c = _timed(fn)
                 wall[name].append(w)
                 cpu[name].append(c)
