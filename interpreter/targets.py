@@ -106,4 +106,4 @@ class Windows:
 def _raw(a: np.ndarray) -> np.ndarray:
     """ml_dtypes arrays as same-width unsigned ints: numpy's stride tricks cannot rebuild
     some of their dtypes (float8_e5m2 reads back as an unknown '<f1')."""
-    return a if a.dtype.isbuiltin else a.view(f"u{a.dtype.itemsize}")
+    return a if a.dtype.isbuiltin == 1 else a.view(f"u{a.dtype.itemsize}")  # 2: user dtype

@@ -18,16 +18,9 @@ def both(func, arrays: dict, sizes: dict, tier: str = "numba"):
     """(interpreter results, JIT results) on fresh copies of `arrays`."""
     a = {k: v.copy() for k, v in arrays.items()}
     b = {k: v.copy() for k, v in arrays.items()}
-    interp_run(func, a, sizes, batch=not _one_byte_floats(func))
+    interp_run(func, a, sizes)
     jit.run(func, b, sizes, tier=tier)
     return a, b
-
-
-def _one_byte_floats(func) -> bool:
-    """The interpreter's batched path still fails on some 1-byte ml_dtypes windows
-    (numpy's sliding_window_view: "data type '<f1' not understood", e.g. program copy_9);
-    one block at a time it does not. Batching never changes a result."""
-    return any(p.dtype.is_narrow_float and p.dtype.itemsize == 1 for p in func.params)
 
 
 def _isnan(x: np.ndarray) -> np.ndarray:
