@@ -136,6 +136,3 @@ def full_region(buf: Buffer) -> Region:
     zero = Const(0, int32)
     return Region(buf, tuple(zero for _ in buf.shape), tuple(buf.shape))
 
-
-def const(value: Union[bool, int, float], dt: DType) -> Const:
-    return Const(value, dt)

@@ -64,10 +64,6 @@ def compute_dtype(dt: DType) -> np.dtype:
     return dt.np_dtype
 
 
-def _float_rank(dt: DType) -> int:
-    return dt.bits
-
-
 def promote(a: DType, b: DType) -> DType:
     """The dtype two differently typed operands are converted to before a binary op.
 

@@ -161,7 +161,3 @@ def get_format(x: object) -> Format:
         f"unknown number format {x!r}; known formats: {', '.join(FORMATS)}"
     )
 
-
-def format_of_array(a: np.ndarray) -> Format:
-    """The format of an array's dtype (numpy or ml_dtypes)."""
-    return get_format(a.dtype)

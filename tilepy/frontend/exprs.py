@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.errors import Loc, TileTypeError
+from tilepy.frontend.values import describe
 from tilepy.ir import types
 from tilepy.ir.expr import Call, Const, Expr, Load, Var
 from tilepy.ir.ops import CASTS, Op, result_dtype
@@ -63,13 +64,7 @@ def to_ir(v, loc: Loc, like: DType | None = None) -> Expr:
         if isinstance(v, (float, np.floating)) and not dt.is_float:
             dt = types.float32
         return make_const(v, dt, loc)
-    raise TileTypeError(f"expected a scalar value here; got {_describe(v)}", loc)
-
-
-def _describe(v) -> str:
-    from tilepy.frontend.values import describe
-
-    return describe(v)
+    raise TileTypeError(f"expected a scalar value here; got {describe(v)}", loc)
 
 
 def cast(e: Expr, dt: DType, loc: Loc, op: Op = Op.CAST) -> Expr:
