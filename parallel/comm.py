@@ -2,8 +2,9 @@
 
 It owns argument checking, the collective call sequence (and its debug-mode cross-rank
 check), and dispatch to the algorithm table. A backend supplies only raw point-to-point
-calls (`_send_raw`, `_recv_raw`, `_sendrecv_raw`), optional `_native_*` collectives and
-`_make_sub` for split. Results are always new arrays; inputs are never written.
+calls (`_send_raw`, `_recv_raw`, `_sendrecv_raw`), optional `_native_*` collectives,
+`_make_sub` for split and optionally `_shared_allreduce`. Inputs are never written; allreduce
+returns a read-only result (or writes `out=`), every other call a new array.
 """
 
 from __future__ import annotations
@@ -229,7 +230,13 @@ class Communicator:
 
     def allreduce(self, x, op: str = "sum", algorithm: str = "ring", out=None,
                   group_size: int | None = None) -> np.ndarray:
-        """The reduction of every rank's `x` on every rank, by a specified-order algorithm."""
+        """The reduction of every rank's `x` on every rank, by a specified-order algorithm.
+
+        Without `out`, the result is READ-ONLY (writing it raises ValueError): on the local
+        backend it is one array shared by all ranks (no per-rank copy), and every backend
+        returns it read-only so that a program behaves the same on all. Pass `out` (an
+        array of x's shape and dtype, C-contiguous) for a private, writable copy.
+        """
         check_op(op)
         x, flat = self._flat(x)
         if algorithm == "auto":
@@ -241,11 +248,18 @@ class Communicator:
             if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
                 raise CommArgumentError(
                     f"out must be a C-contiguous {_describe(x)}, got {_describe(out)}")
+            if not out.flags.writeable:
+                raise CommArgumentError(f"out must be writable, got a read-only {_describe(out)}")
             flat_out = out.reshape(-1)
-        res = self._allreduce_flat(flat, op, algorithm, flat_out, group_size)
+        res = self._shared_allreduce(flat, op, algorithm, group_size or self.node_size)
+        if res is None:
+            res = self._allreduce_messages(flat, op, algorithm, flat_out, group_size)
+            if out is None:
+                if algorithm not in PRIVATE_RESULT or res is flat:
+                    res = res.copy()
+                res.flags.writeable = False
         if out is None:
-            private = algorithm in PRIVATE_RESULT and res is not flat
-            return (res if private else res.copy()).reshape(x.shape)
+            return res.reshape(x.shape)
         if res is not flat_out:
             flat_out[...] = res
         return out
@@ -261,6 +275,13 @@ class Communicator:
         return select(self.topology, self.size, nbytes)[0]
 
     def _allreduce_flat(self, flat, op, algorithm, out, group_size=None):
+        """The flat result (possibly shared or read-only: callers that keep it copy it)."""
+        res = self._shared_allreduce(flat, op, algorithm, group_size or self.node_size)
+        if res is not None:
+            return res
+        return self._allreduce_messages(flat, op, algorithm, out, group_size)
+
+    def _allreduce_messages(self, flat, op, algorithm, out, group_size=None):
         if algorithm == NATIVE:
             return self._native_allreduce(flat, op, out)
         return ALLREDUCE[algorithm](self, flat, op, out=out,
@@ -338,6 +359,11 @@ class Communicator:
         return self._make_sub([i for _, i in members], c)
 
     # ----- backend hooks
+    def _shared_allreduce(self, flat, op, algorithm, group_size):
+        """A backend whose ranks share memory returns the allreduce result here (one
+        read-only array, same bits as `algorithm`); None means: pass messages."""
+        return None
+
     def _native_missing(self, *args, **kwargs):
         raise CommArgumentError("algorithm 'native' needs the mpi backend")
 

@@ -116,7 +116,8 @@ class BucketReducer:
                 self._done.set()
 
     def wait(self, timeout: float | None = None) -> dict[str, np.ndarray]:
-        """Block until every bucket is reduced; returns {name: reduced gradient}."""
+        """Block until every bucket is reduced; returns {name: reduced gradient} (read-only
+        views of the allreduce results: copy one to modify it)."""
         if self._launched != len(self.buckets):
             missing = sorted(n for names in self._pending.values() for n in names)
             raise CommArgumentError(f"wait() before every gradient was ready: {missing}")
