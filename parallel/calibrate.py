@@ -1,17 +1,24 @@
-"""Calibration: fit alpha and beta from a measured ping-pong, gamma from timed reductions,
-and compare the cost model's allreduce predictions with measured allreduce sweeps.
+"""Calibration: measure the cost model's parameters on this machine and compare its
+predictions with measured ping-pongs and allreduce sweeps.
 
+alpha and beta come from a ping-pong, gamma from timed adds, the per-call overhead from an
+allreduce on a 1-rank communicator, oversubscription from ranks per core; for the local
+backend's shared-memory path, the memory rate from every rank copying at once and the
+latency from a 4-byte allreduce. None is fitted to the allreduce sweep that they predict
+(`fit_from_sweep` does that, as a diagnostic only).
 Call the functions on every rank inside `launch` (they are collective); rank 0's return
 value holds the numbers. Times are medians of `reps` runs after one warm-up.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
-from tilepy.parallel.cost import flat_cost
+from tilepy.parallel.cost import flat_cost, shared_cost
+from tilepy.parallel.plans import ALGORITHMS as SHARED_ALGORITHMS
 
 
 def _median_time(fn, reps: int) -> float:
@@ -54,21 +61,66 @@ def fit_alpha_beta(samples: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def measure_gamma(nbytes: int = 16 << 20, reps: int = 5) -> float:
-    """Seconds per byte of a float32 sum of two arrays into a new one."""
+    """Seconds per byte of one operand of a float32 sum into a preallocated array (the
+    algorithms reduce into reused buffers; first-touch page faults are not a reduction)."""
     a = np.ones(nbytes // 4, np.float32)
     b = np.ones_like(a)
-    return _median_time(lambda: np.add(a, b), reps) / nbytes
+    c = np.ones_like(a)
+    return _median_time(lambda: np.add(a, b, out=c), reps) / nbytes
+
+
+def measure_copy_beta(comm, nbytes: int = 256 << 20, reps: int = 5) -> float:
+    """Seconds per byte moved (read + written) when every rank copies its 1/p share of
+    `nbytes` at once (between two barriers): the aggregate memory rate that the ranks of
+    a shared-memory allreduce see, with the cores they share. Collective."""
+    a = np.ones(max(1, nbytes // comm.size), np.uint8)
+    b = np.ones_like(a)
+
+    def copy():
+        comm.barrier()
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        comm.barrier()
+        return time.perf_counter() - t0
+
+    copy()
+    return float(np.median([copy() for _ in range(reps)])) / (2 * a.size * comm.size)
+
+
+def cores() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def oversubscription(comm) -> float:
+    """Ranks per core on this host (>= 1): the local backend's ranks are all here; MPI's
+    node_size counts the ranks sharing this host's memory."""
+    here = comm.size if comm.backend == "local" else comm.node_size
+    return max(1.0, here / cores())
 
 
 def allreduce_sweep(comm, sizes: list[int], algorithms: list[str], reps: int = 5):
-    """{(algorithm, bytes): median seconds} of float32 allreduces (same on every rank)."""
+    """{(algorithm, bytes): median seconds} of float32 allreduces into a preallocated out
+    (as nccl-tests; the local backend's default read-only result when out is False),
+    every rep started together by a barrier."""
     out = {}
     for n in sizes:
         x = np.ones(max(1, n // 4), np.float32)
         for alg in algorithms:
-            comm.barrier()
-            out[(alg, n)] = _median_time(lambda a=alg, x=x: comm.allreduce(x, algorithm=a),
-                                         reps)
+            def call(a=alg, x=x):
+                comm.allreduce(x, algorithm=a)
+
+            def timed(call=call):
+                comm.barrier()
+                t0 = time.perf_counter()
+                call()
+                return time.perf_counter() - t0
+
+            call()
+            out[(alg, n)] = float(np.median([timed() for _ in range(reps)]))
     return out
 
 
@@ -89,15 +141,70 @@ def fit_from_sweep(measured: dict, p: int) -> tuple[float, float, float]:
     return tuple(max(float(c), 0.0) for c in coef)
 
 
-def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5):
-    """Fit alpha/beta/gamma here, then rows (alg, bytes, predicted s, measured s)."""
-    pp = pingpong(comm, [8, 1 << 10, 64 << 10, 1 << 20, 8 << 20], reps=10)
+def measure(comm, pingpong_sizes=(8, 1 << 10, 64 << 10, 1 << 20, 8 << 20), reps: int = 10,
+            copy_bytes: int = 256 << 20):
+    """Every model parameter for this communicator (see the module docstring). Rank 0
+    times the adds and a call's software alone while the others wait, and broadcasts the
+    figures: concurrency is the model's business (oversubscription)."""
+    pp = pingpong(comm, list(pingpong_sizes), reps=reps)
     alpha, beta = fit_alpha_beta(pp)
-    gamma = measure_gamma()
-    measured = allreduce_sweep(comm, sizes, algorithms, reps)
-    sweep_fit = fit_from_sweep(measured, comm.size) if comm.size > 1 else (0.0, 0.0, 0.0)
-    rows = [(alg, n, flat_cost(alg, comm.size, n, alpha, beta, gamma),
-             flat_cost(alg, comm.size, n, *sweep_fit), measured[(alg, n)])
+    shared = _uses_shared_memory(comm)
+    solo = comm.split(comm.rank)
+    figures = None
+    if comm.rank == 0:
+        x = np.ones(1, np.float32)
+        figures = np.array([
+            measure_gamma(), _median_time(lambda: solo.allreduce(x, algorithm="ring"), reps)])
+    gamma, overhead = comm.bcast(figures, 0)
+    beta_mem = measure_copy_beta(comm, copy_bytes) if shared else 0.0
+    params = {"alpha": alpha, "beta": beta, "gamma": float(gamma), "pingpong": pp,
+              "oversubscription": oversubscription(comm), "overhead": float(overhead),
+              "cores": cores(), "shared": shared, "beta_mem": float(beta_mem)}
+    if shared:
+        x = np.ones(1, np.float32)
+        comm.barrier()
+        params["latency"] = _median_time(lambda: comm.allreduce(x, algorithm="ring"),
+                                         5 * reps)
+    return params
+
+
+def _uses_shared_memory(comm) -> bool:
+    return comm.backend == "local" and getattr(comm, "shared_memory", False)
+
+
+def predict(params: dict, alg: str, p: int, n: float, model: str = "full") -> float:
+    """Seconds of one allreduce. model "plain": Thakur et al.'s alpha-beta-gamma from the
+    ping-pong alone (what the previous fits used); "full": on the local backend's
+    shared-memory path its latency and memory traffic (cost.shared_cost), else the call's
+    overhead plus alpha-beta-gamma with alpha, beta and gamma times the ranks per core o:
+    in a collective every rank is busy at every step, so each core runs o ranks in turn
+    (the ping-pong keeps only two busy)."""
+    a, b, g = params["alpha"], params["beta"], params["gamma"]
+    if model == "plain":
+        return flat_cost(alg, p, n, a, b, g)
+    if params["shared"] and alg in SHARED_ALGORITHMS:
+        return shared_cost(p, n, params["latency"], params["beta_mem"])
+    o = params["oversubscription"]
+    return params["overhead"] + flat_cost(alg, p, n, a * o, b * o, g * o)
+
+
+def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5, rounds: int = 1,
+                          **measure_args):
+    """Measure the parameters, then the sweep, `rounds` times in turn (load drifts: every
+    figure is the median over rounds). Rows: ping-pong (bytes, predicted s, measured s) and
+    allreduce (alg, bytes, plain predicted s, full predicted s, sweep-fit s, measured s)."""
+    runs = [(measure(comm, **measure_args), allreduce_sweep(comm, sizes, algorithms, reps))
+            for _ in range(rounds)]
+    params = {k: (float(np.median([r[0][k] for r in runs])) if isinstance(v, float) else v)
+              for k, v in runs[0][0].items()}
+    params["pingpong"] = [(n, float(np.median([r[0]["pingpong"][i][1] for r in runs])))
+                          for i, (n, _) in enumerate(runs[0][0]["pingpong"])]
+    measured = {k: float(np.median([r[1][k] for r in runs])) for k in runs[0][1]}
+    p = comm.size
+    sweep_fit = fit_from_sweep(measured, p) if p > 1 else (0.0, 0.0, 0.0)
+    rows = [(alg, n, predict(params, alg, p, n, "plain"), predict(params, alg, p, n),
+             flat_cost(alg, p, n, *sweep_fit), measured[(alg, n)])
             for (alg, n) in measured]
-    return {"alpha": alpha, "beta": beta, "gamma": gamma, "pingpong": pp,
-            "sweep_fit": sweep_fit, "rows": rows}
+    pp_rows = [(n, params["alpha"] + n * params["beta"], t) for n, t in params["pingpong"]]
+    return {**params, "sweep_fit": sweep_fit, "rows": rows, "pingpong_rows": pp_rows,
+            "rounds": rounds}

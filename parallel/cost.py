@@ -2,8 +2,10 @@
 
 Costs follow Thakur, Rabenseifner and Gropp (2005) for n bytes on p ranks: alpha per
 message, beta per byte sent, gamma per byte reduced. Non-powers of two add the fold and
-unfold steps of tilepy's spec. `tuning_table` prints the cheapest algorithm per message
-size and per topology level.
+unfold steps of tilepy's spec. On a topology, a fixed software overhead per call is added
+and ranks that share cores pay their level's oversubscription on beta and gamma.
+`shared_cost` is the local backend's shared-memory allreduce (no messages: memory traffic).
+`tuning_table` prints the cheapest algorithm per message size and per topology level.
 """
 
 from __future__ import annotations
@@ -41,21 +43,32 @@ def flat_cost(alg: str, p: int, n: float, a: float, b: float, g: float) -> float
     raise CommArgumentError(f"no cost formula for algorithm {alg!r}")
 
 
+def shared_cost(p: int, n: float, latency: float, beta_mem: float) -> float:
+    """The local backend's shared-memory allreduce of n bytes on p ranks: a fixed latency
+    (two meetings of the ranks and the call's software) plus (p + 1) n bytes of memory
+    traffic (every input read once, the one result written once) at beta_mem s/byte,
+    the aggregate rate of the cores the ranks share."""
+    return latency + (p + 1) * n * beta_mem
+
+
 def allreduce_cost(topo: Topology, alg: str, p: int, nbytes: float,
                    group_size: int | None = None) -> float:
     """Cost on a topology: flat algorithms pay the outermost level they cross; hierarchical
-    pays a tree inside the innermost level and a ring across the groups."""
+    pays a tree inside the innermost level and a ring across the groups. Both add the
+    per-call overhead; gamma is gamma_eff (the innermost level's oversubscription)."""
+    g = topo.gamma_eff
     if alg == "hierarchical":
         s = min(group_size or topo.levels[0].size, p)
         inner = topo.level_for(s)
         outer = topo.level_for(p)
         lg = math.ceil(math.log2(s)) if s > 1 else 0
         n = nbytes
-        intra = lg * (2 * inner.alpha + 2 * n * inner.beta_eff + n * topo.gamma)
+        intra = lg * (2 * inner.alpha + 2 * n * inner.beta_eff + n * g)
         groups = math.ceil(p / s)
-        return intra + flat_cost("ring", groups, n, outer.alpha, outer.beta_eff, topo.gamma)
+        return (topo.overhead + intra
+                + flat_cost("ring", groups, n, outer.alpha, outer.beta_eff, g))
     lv = topo.level_for(p)
-    return flat_cost(alg, p, nbytes, lv.alpha, lv.beta_eff, topo.gamma)
+    return topo.overhead + flat_cost(alg, p, nbytes, lv.alpha, lv.beta_eff, g)
 
 
 def select(topo: Topology, p: int, nbytes: float,

@@ -1,7 +1,8 @@
 """Topology: levels of a machine (cores in a NUMA node, nodes in a host, hosts in a rack...)
 with their latency alpha (s), inverse bandwidth beta (s/byte) and oversubscription, plus a
-per-byte reduction cost gamma. Read from JSON, written to JSON, or detected (NUMA nodes
-from /sys, hosts from an MPI communicator). It only describes; cost.py computes with it.
+per-byte reduction cost gamma and a per-call software overhead. Read from JSON, written to
+JSON, or detected (NUMA nodes from /sys, hosts from an MPI communicator, more ranks than
+cores as the innermost level's oversubscription). It only describes; cost.py computes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ LOCAL_ALPHA, LOCAL_BETA, LOCAL_GAMMA = 5e-6, 1 / 8e9, 1 / 6e9
 @dataclass(frozen=True)
 class Level:
     """`size` children per parent at this level; a message crossing it costs alpha +
-    bytes * beta * oversubscription."""
+    bytes * beta * oversubscription. On the innermost level, oversubscription is ranks
+    per core: there copies (beta) and reductions (gamma) of concurrent ranks share cores."""
 
     name: str
     size: int
@@ -39,6 +41,12 @@ class Topology:
     levels: tuple[Level, ...]  # innermost first
     gamma: float = LOCAL_GAMMA
     notes: dict = field(default_factory=dict, compare=False)
+    overhead: float = 0.0  # seconds of software per collective call, whatever its size
+
+    @property
+    def gamma_eff(self) -> float:
+        """Seconds per byte reduced when the innermost level's ranks share cores."""
+        return self.gamma * self.levels[0].oversubscription
 
     @property
     def world_size(self) -> int:
@@ -57,8 +65,8 @@ class Topology:
         return self.levels[-1]
 
     def to_json(self) -> str:
-        return json.dumps({"levels": [asdict(lv) for lv in self.levels], "gamma": self.gamma},
-                          indent=2)
+        return json.dumps({"levels": [asdict(lv) for lv in self.levels], "gamma": self.gamma,
+                           "overhead": self.overhead}, indent=2)
 
     @staticmethod
     def from_json(text_or_path) -> Topology:
@@ -72,10 +80,11 @@ class Topology:
             raise CommArgumentError(
                 f"bad topology description: {exc}",
                 hint='expected {"levels": [{"name", "size", "alpha", "beta"}...], '
-                     '"gamma": s/byte}') from None
+                     '"gamma": s/byte, "overhead": s per call}') from None
         if not levels or any(lv.size < 1 for lv in levels):
             raise CommArgumentError("a topology needs levels of size >= 1")
-        return Topology(levels, float(d.get("gamma", LOCAL_GAMMA)))
+        return Topology(levels, float(d.get("gamma", LOCAL_GAMMA)),
+                        overhead=float(d.get("overhead", 0.0)))
 
     @staticmethod
     def uniform(p: int, alpha: float, beta: float, gamma: float = LOCAL_GAMMA) -> Topology:
@@ -103,14 +112,16 @@ def _parse_cpulist(text: str) -> list[int]:
 def detect(comm=None, ranks_per_numa: int | None = None) -> Topology:
     """This machine's levels: ranks per NUMA node, NUMA nodes per host, and (with an MPI
     communicator) hosts, counted from the ranks' host names. With a communicator the
-    ranks are spread evenly (so oversubscribed ranks still fit); without, one per CPU."""
+    ranks are spread evenly, and more ranks than CPUs in a node set the innermost level's
+    oversubscription (ranks per CPU); without, one rank per CPU."""
     nodes = numa_nodes()
     hosts = 1
     if comm is not None and comm.backend == "mpi":
         hosts = len(set(comm.mcomm.allgather(socket.gethostname())))
     if ranks_per_numa is None:
         ranks_per_numa = -(-comm.size // (hosts * len(nodes))) if comm else len(nodes[0])
-    levels = [Level("numa", ranks_per_numa, LOCAL_ALPHA, LOCAL_BETA),
+    over = max(1.0, ranks_per_numa / max(1, len(nodes[0])))
+    levels = [Level("numa", ranks_per_numa, LOCAL_ALPHA, LOCAL_BETA, over),
               Level("host", len(nodes), 2 * LOCAL_ALPHA, 2 * LOCAL_BETA)]
     if comm is not None and comm.backend == "mpi":
         levels.append(Level("network", hosts, 20e-6, 1 / 10e9))

@@ -44,3 +44,43 @@ def test_replay_table_and_errors():
     assert replay.tilepy_algorithm("reduce_scatter_allgather") == "rabenseifner"
     with pytest.raises(CommArgumentError, match="replayed"):
         replay.tilepy_algorithm("knomial")
+
+
+
+PARAMS = {"alpha": 2e-6, "beta": 1e-10, "gamma": 3e-10, "overhead": 5e-6,
+          "oversubscription": 2.0, "shared": False, "latency": 7e-5, "beta_mem": 1e-10}
+
+
+def test_predict_plain_and_full_models():
+    from tilepy.parallel.cost import flat_cost
+    n = 1 << 20
+    plain = calibrate.predict(PARAMS, "ring", 4, n, "plain")
+    assert plain == pytest.approx(6 * 2e-6 + 1.5 * n * 1e-10 + 0.75 * n * 3e-10)
+    full = calibrate.predict(PARAMS, "ring", 4, n)
+    # every rank busy at every step: alpha, beta and gamma scale by the ranks per core
+    assert full == pytest.approx(5e-6 + flat_cost("ring", 4, n, 4e-6, 2e-10, 6e-10))
+    assert full == pytest.approx(5e-6 + 2 * plain)
+    shared = {**PARAMS, "shared": True}
+    # the shared-memory path: latency + (p + 1) n bytes of memory traffic
+    assert calibrate.predict(shared, "tree", 4, n) == pytest.approx(7e-5 + 5 * n * 1e-10)
+    assert calibrate.predict(shared, "ring", 1, n) == pytest.approx(7e-5 + 2 * n * 1e-10)
+
+
+def test_measure_and_predicted_vs_measured_on_local_ranks():
+    def body(comm, shared):
+        comm.shared_memory = shared
+        return calibrate.predicted_vs_measured(comm, [64, 4096], ["ring", "tree"], reps=2,
+                                               rounds=2, pingpong_sizes=(8, 1 << 12),
+                                               copy_bytes=1 << 20)
+
+    for shared in (True, False):
+        fit = launch(body, 3, shared)[0]
+        assert fit["shared"] is shared and fit["rounds"] == 2
+        assert fit["oversubscription"] == max(1.0, 3 / calibrate.cores())
+        assert fit["gamma"] > 0 and fit["overhead"] > 0
+        assert (fit["beta_mem"] > 0) is shared and (fit.get("latency", 0) > 0) is shared
+        assert [r[:2] for r in fit["rows"]] == [("ring", 64), ("tree", 64), ("ring", 4096),
+                                                ("tree", 4096)]
+        for _alg, _n, plain, full, _swept, meas in fit["rows"]:
+            assert plain > 0 and full > 0 and meas > 0
+        assert [n for n, _, _ in fit["pingpong_rows"]] == [8, 1 << 12]

@@ -18,8 +18,10 @@ TWO_LEVEL = ('{"levels": [{"name": "node", "size": 8, "alpha": 2e-6, "beta": 1e-
 
 def test_json_round_trip_and_levels():
     topo = Topology.from_json(TWO_LEVEL)
-    assert topo.world_size == 4096
+    assert topo.world_size == 4096 and topo.overhead == 0.0
     assert Topology.from_json(topo.to_json()) == topo
+    timed = Topology(topo.levels, topo.gamma, overhead=3e-5)
+    assert Topology.from_json(timed.to_json()).overhead == 3e-5
     assert topo.level_for(8).name == "node" and topo.level_for(9).name == "net"
     assert topo.levels[1].beta_eff == 8e-11
 
@@ -102,3 +104,29 @@ def test_simulator_4096_ranks_in_seconds():
                                 slowdown=rng.lognormal(0, 0.05, 4096))
     assert time.perf_counter() - t0 < 2.0
     assert 0 < r.efficiency < 1 and r.bus_bandwidth > 0 and r.step_time > 0.288
+
+
+def test_overhead_and_ranks_per_core_in_topology_costs():
+    n = 1e6
+    cores = Topology((Level("cores", 4, 1e-6, 1e-10, 2.0),), gamma=1e-10, overhead=2e-5)
+    assert cores.gamma_eff == 2e-10
+    # ranks sharing cores: beta and gamma doubled; one overhead per call
+    want = 2e-5 + cost.flat_cost("ring", 4, n, 1e-6, 2e-10, 2e-10)
+    assert cost.allreduce_cost(cores, "ring", 4, n) == pytest.approx(want)
+    # a network level's oversubscription is its links': gamma stays
+    net = Topology((Level("node", 2, 0.0, 0.0), Level("net", 4, 1e-6, 1e-10, 2.0)), 1e-10)
+    assert net.gamma_eff == 1e-10
+    assert cost.shared_cost(4, n, 1e-4, 1e-10) == pytest.approx(1e-4 + 5 * n * 1e-10)
+
+
+def test_detect_counts_ranks_per_cpu_as_oversubscription():
+    import tilepy.parallel as tp
+
+    def body(comm):
+        return topology.detect(comm).levels[0]
+
+    p = 2 * os.cpu_count()
+    lv = tp.launch(body, p)[0]
+    cpus = len(topology.numa_nodes()[0])
+    assert lv.size == -(-p // len(topology.numa_nodes()))
+    assert lv.oversubscription == pytest.approx(max(1.0, lv.size / cpus)) and lv.size > cpus
