@@ -2,7 +2,10 @@
 
   python bench/collectives.py            # local + mpi at 2, 3 and 4 ranks, + cost model
   python bench/collectives.py --quick    # fewer sizes, for a smoke run
+  python bench/collectives.py --goal     # only: 64 MiB on 4 local ranks vs copy bandwidth
 Columns: size, time (median us), algbw = bytes / time, busbw = algbw * 2(p-1)/p (GB/s).
+A column "ring" is the default call (local: the shared-memory path, read-only result);
+"ring out=" writes a private out buffer; "ring messages" is the local message-passing path.
 MPI rows come from `mpiexec -n p python bench/collectives.py --worker`, run by this script.
 """
 
@@ -13,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,24 +28,28 @@ from tilepy.parallel import calibrate
 MIB = 1 << 20
 SIZES = [8, 64, 512, 4096, 32768, 262144, MIB, 4 * MIB, 16 * MIB, 64 * MIB]
 QUICK = [8, 4096, MIB, 16 * MIB]
-MODEL_SIZES = [4096, 256 << 10, 4 * MIB, 16 * MIB]
+MODEL_SIZES = [64, 4096, 256 << 10, 4 * MIB, 16 * MIB]
 
 
 def reps_for(nbytes: int) -> int:
     return 5 if nbytes >= 16 * MIB else 10 if nbytes >= MIB else 30
 
 
-def time_allreduce(comm, nbytes: int, alg: str, mpi4py_direct: bool = False) -> float:
+def time_allreduce(comm, nbytes: int, column: str, reps: int | None = None) -> float:
+    """Median seconds of one column's call: "alg", "alg out=", "alg messages" (local
+    backend, message passing) or "mpi4py.Allreduce" (which writes an out buffer)."""
+    alg, _, mode = column.partition(" ")
     x = np.ones(max(1, nbytes // 4), np.float32)
-    out = np.empty_like(x)
-    if mpi4py_direct:
+    out = np.empty_like(x) if mode == "out=" or alg == "mpi4py.Allreduce" else None
+    if alg == "mpi4py.Allreduce":
         from mpi4py import MPI
         call = lambda: comm.mcomm.Allreduce(x, out, MPI.SUM)
     else:
         call = lambda: comm.allreduce(x, algorithm=alg, out=out)
+    comm.shared_memory = mode != "messages"  # read by the local backend only
     call()
     ts = []
-    for _ in range(reps_for(nbytes)):
+    for _ in range(reps or reps_for(nbytes)):
         comm.barrier()
         t0 = time.perf_counter()
         call()
@@ -49,14 +57,13 @@ def time_allreduce(comm, nbytes: int, alg: str, mpi4py_direct: bool = False) -> 
     return float(np.median(ts))
 
 
-def sweep(comm, sizes, algs):
+def sweep(comm, sizes, columns):
     """{column: [seconds per size]}; the max over ranks of each median (the job's time)."""
     res = {}
-    for alg in algs:
-        direct = alg == "mpi4py.Allreduce"
-        ts = [time_allreduce(comm, n, alg, direct) for n in sizes]
+    for col in columns:
+        ts = [time_allreduce(comm, n, col) for n in sizes]
         all_ts = comm.allgather(np.array(ts))
-        res[alg] = all_ts.max(axis=0).tolist()
+        res[col] = all_ts.max(axis=0).tolist()
     return res
 
 
@@ -74,46 +81,132 @@ def table(title: str, p: int, sizes, res) -> str:
     return "\n".join(lines)
 
 
-def memory_bandwidth(nbytes: int = 256 * MIB) -> float:
-    """numpy copy, bytes read + written per second (one thread), median of 5."""
-    a = np.ones(nbytes, np.uint8)
-    b = np.empty_like(a)
+_COPY: list = []
+
+
+def memory_bandwidth(threads: int = 1, nbytes: int = 256 * MIB, reps: int = 5) -> float:
+    """numpy copy of 256 MiB (beyond the caches), bytes read + written per second, split
+    over `threads` threads (np.copyto releases the GIL), median of `reps`."""
+    if not _COPY:
+        _COPY.extend([np.ones(nbytes, np.uint8), np.ones(nbytes, np.uint8)])
+    a, b = _COPY
+    parts = np.array_split(np.arange(nbytes), threads)
+    spans = [(int(q[0]), int(q[-1]) + 1) for q in parts]
+
+    def copy():
+        ts = [threading.Thread(target=np.copyto, args=(b[lo:hi], a[lo:hi]))
+              for lo, hi in spans[1:]]
+        for t in ts:
+            t.start()
+        np.copyto(b[spans[0][0]:spans[0][1]], a[spans[0][0]:spans[0][1]])
+        for t in ts:
+            t.join()
+
     ts = []
-    for _ in range(5):
+    for _ in range(reps):
         t0 = time.perf_counter()
-        np.copyto(b, a)
+        copy()
         ts.append(time.perf_counter() - t0)
     return 2 * nbytes / float(np.median(ts))
 
 
+GOAL_COLUMNS = ["ring", "recursive_doubling", "ring out=", "ring messages"]
+
+
+def goal(p: int = 4, nbytes: int = 64 * MIB, rounds: int = 7) -> str:
+    """The 64 MiB local allreduce next to the copy bandwidth, interleaved rounds: each
+    round measures both copies and every column (median of 3 calls); medians over rounds
+    of the times and of the per-round ratios busbw / copy bandwidth."""
+    f = 2 * (p - 1) / p
+    copies = {1: [], 2: []}
+    res = {c: [] for c in GOAL_COLUMNS}
+    for _ in range(rounds):
+        for k in copies:
+            copies[k].append(memory_bandwidth(k, reps=3))
+        for col in GOAL_COLUMNS:
+            res[col].append(max(tp.launch(lambda c, col=col: time_allreduce(c, nbytes, col, 3),
+                                          p)))
+    bw1, bw2 = (np.array(copies[k]) for k in (1, 2))
+    lines = [f"## goal: {nbytes >> 20} MiB float32 allreduce on {p} local ranks, "
+             f"{rounds} interleaved rounds (medians)",
+             f"copy bandwidth (read + write): 1 thread {np.median(bw1) / 1e9:.2f} GB/s, "
+             f"2 threads {np.median(bw2) / 1e9:.2f} GB/s",
+             "| column | time ms | busbw GB/s | busbw / copy (1 thread) | "
+             "busbw / copy (2 threads) | bytes moved / time / copy (1 thread) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for col, ts in res.items():
+        t = np.array(ts)
+        busbw = f * nbytes / t
+        moved = moved_bytes(col, p, nbytes)
+        lines.append(f"| {col} | {np.median(t) * 1e3:.1f} | {np.median(busbw) / 1e9:.2f} | "
+                     f"{np.median(busbw / bw1):.0%} | {np.median(busbw / bw2):.0%} | "
+                     f"{np.median(moved / t / bw1):.0%} |")
+    lines.append("bytes moved (n = message): shared path (p+1)n (every input read once, "
+                 "the result written once); out= adds 2pn (each rank copies the result); "
+                 "message-passing ring p n (3(p-1)/p + 2).")
+    return "\n".join(lines)
+
+
+def moved_bytes(column: str, p: int, n: int) -> float:
+    """Bytes the column's algorithm must move through memory (at least)."""
+    if column.endswith("messages"):
+        return p * n * (3 * (p - 1) / p + 2)
+    return (p + 1) * n + (2 * p * n if column.endswith("out=") else 0)
+
+
 def model_rows(comm, sizes, algs):
-    fit = calibrate.predicted_vs_measured(comm, sizes, algs, reps=5)
-    return fit
+    """Parameters measured and sweeps timed in 3 alternating rounds, medians."""
+    return calibrate.predicted_vs_measured(comm, sizes, algs, reps=7, rounds=3)
 
 
 def _gbs(per_byte: float) -> str:
     return f"{1 / per_byte / 1e9:.2f} GB/s" if per_byte > 0 else "inf"
 
 
+def _spread(ratios) -> str:
+    """Geometric mean and worst factor (max of r and 1/r) of measured/predicted."""
+    r = np.array(ratios)
+    worst = np.max(np.maximum(r, 1 / r))
+    return f"geometric mean {np.exp(np.mean(np.log(r))):.2f}, worst {worst:.2f}x"
+
+
 def model_table(title, p, fit) -> str:
     sa, sb, sg = fit["sweep_fit"]
-    lines = [f"## cost model vs measured: {title}, {p} ranks",
+    shared = (f"; shared-memory path: latency {fit['latency'] * 1e6:.1f} us (4-byte "
+              f"allreduce), memory {_gbs(fit['beta_mem'])} (every rank copying 1/p of 256 MiB)"
+              if fit["shared"] else "")
+    lines = [f"## cost model vs measured: {title}, {p} ranks (medians of {fit['rounds']} "
+             "rounds)",
              f"ping-pong fit: alpha {fit['alpha'] * 1e6:.2f} us, 1/beta {_gbs(fit['beta'])}; "
-             f"timed adds: 1/gamma {_gbs(fit['gamma'])}. Sweep fit: alpha {sa * 1e6:.2f} us, "
-             f"1/beta {_gbs(sb)}, 1/gamma {_gbs(sg)}",
-             "| algorithm | size | predicted (ping-pong) us | predicted (sweep fit) us | "
-             "measured us | measured/predicted (ping-pong) |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for alg, n, pred, pred_sweep, meas in fit["rows"]:
-        lines.append(f"| {alg} | {n} | {pred * 1e6:.1f} | {pred_sweep * 1e6:.1f} | "
-                     f"{meas * 1e6:.1f} | {meas / pred if pred else float('nan'):.2f} |")
+             f"timed adds: 1/gamma {_gbs(fit['gamma'])}; call overhead "
+             f"{fit['overhead'] * 1e6:.1f} us; {fit['oversubscription']:.1f} ranks per core "
+             f"({fit['cores']} cores){shared}. Diagnostic fit to this sweep: alpha "
+             f"{sa * 1e6:.2f} us, 1/beta {_gbs(sb)}, 1/gamma {_gbs(sg)}",
+             "", "| ping-pong bytes | predicted us | measured us | measured/predicted |",
+             "|---:|---:|---:|---:|"]
+    for n, pred, meas in fit["pingpong_rows"]:
+        lines.append(f"| {n} | {pred * 1e6:.1f} | {meas * 1e6:.1f} | {meas / pred:.2f} |")
+    lines += ["", "| allreduce | bytes | plain a-b-g us | model us | sweep fit us | "
+              "measured us | measured/plain | measured/model |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for alg, n, plain, full, swept, meas in fit["rows"]:
+        lines.append(f"| {alg} | {n} | {plain * 1e6:.1f} | {full * 1e6:.1f} | "
+                     f"{swept * 1e6:.1f} | {meas * 1e6:.1f} | {meas / plain:.2f} | "
+                     f"{meas / full:.2f} |")
+    rows = fit["rows"]
+    lines.append(f"\nmeasured/predicted, ping-pong: "
+                 f"{_spread([m / q for _, q, m in fit['pingpong_rows']])}; allreduce, plain: "
+                 f"{_spread([r[5] / r[2] for r in rows])}; model: "
+                 f"{_spread([r[5] / r[3] for r in rows])}")
     return "\n".join(lines)
 
 
-def worker(sizes):
+def worker(sizes, model_only: bool = False):
     """Under mpiexec: MPI native, tilepy ring, mpi4py direct; then the model comparison."""
     def body(comm):
-        res = sweep(comm, sizes, ["native", "ring", "mpi4py.Allreduce"])
+        res = {} if model_only else sweep(
+            comm, sizes, ["native", "ring out=", "mpi4py.Allreduce"])
+        res = {k.replace(" out=", ""): v for k, v in res.items()}
         fit = model_rows(comm, MODEL_SIZES, ["ring", "recursive_doubling"])
         return res, fit
 
@@ -122,12 +215,12 @@ def worker(sizes):
         print("RESULT " + json.dumps(out[0]), flush=True)
 
 
-def run_mpi(p, sizes, quick):
+def run_mpi(p, sizes, quick, model_only=False):
     exe = Path(sys.executable).parent / "mpiexec"
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
            "MALLOC_TRIM_THRESHOLD_": str(1 << 30), "TILEPY_COMM_TIMEOUT": "300"}
     cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker"] + (
-        ["--quick"] if quick else [])
+        ["--quick"] if quick else []) + (["--model"] if model_only else [])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode or not line:
@@ -162,38 +255,43 @@ def overlap_demo(p: int = 2) -> str:
             f"{exposed * 1e3:.1f} ms (fraction {frac:.2f})")
 
 
+def local_model(p: int) -> str:
+    body = lambda c: model_rows(c, MODEL_SIZES, ["ring", "recursive_doubling"])  # noqa: E731
+    return model_table("local (shared memory)", p, tp.launch(body, p)[0])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--no-mpi", action="store_true")
+    ap.add_argument("--goal", action="store_true", help="only the 64 MiB goal table")
+    ap.add_argument("--model", action="store_true", help="only the cost-model tables")
     args = ap.parse_args()
     sizes = QUICK if args.quick else SIZES
     if args.worker:
-        return worker(sizes)
-    bw = memory_bandwidth()
-    print(f"memory bandwidth (numpy copy, read+write, 1 thread): {bw / 1e9:.2f} GB/s\n")
+        return worker(sizes, args.model)
+    if not args.model:
+        print(goal(rounds=3 if args.quick else 7) + "\n")
+    if args.goal:
+        return
     for p in (2, 3, 4):
-        res = tp.launch(lambda c: sweep(c, sizes, ["ring", "rabenseifner", "tree"]), p)[0]
-        print(table("local backend (threads)", p, sizes, res))
-        big, n = res["ring"][-1], sizes[-1]
-        busbw = n / big * 2 * (p - 1) / p
-        traffic = p * n * (3 * (p - 1) / p + 2)  # adds read 2 + write 1, final copy r + w
-        print(f"\nlocal ring at {n} B: busbw {busbw / 1e9:.3f} GB/s = {busbw / bw:.0%} of "
-              f"memory bandwidth; memory traffic of the algorithm {traffic / big / 1e9:.2f} "
-              f"GB/s = {traffic / big / bw:.0%} of it\n")
-        fit = tp.launch(lambda c: model_rows(c, MODEL_SIZES, ["ring", "recursive_doubling"]),
-                        p)[0]
-        print(model_table("local", p, fit) + "\n")
-    print(overlap_demo() + "\n")
+        if not args.model:
+            cols = ["ring", "rabenseifner", "tree", "ring messages"]
+            res = tp.launch(lambda c, cols=cols: sweep(c, sizes, cols), p)[0]
+            print(table("local backend (threads)", p, sizes, res) + "\n")
+        print(local_model(p) + "\n")
+    if not args.model:
+        print(overlap_demo() + "\n")
     if args.no_mpi:
         return
     for p in (2, 3, 4):
-        res, fit = run_mpi(p, sizes, args.quick)
-        print(table("mpi backend (MPICH)", p, sizes, res))
-        ratio = res["ring"][-1] / res["native"][-1]
-        print(f"\ntilepy ring / MPI native time at {sizes[-1]} B: {ratio:.2f}x\n")
-        print(model_table("mpi", p, fit) + "\n")
+        res, fit = run_mpi(p, sizes, args.quick, args.model)
+        if res:
+            print(table("mpi backend (MPICH)", p, sizes, res))
+            ratio = res["ring"][-1] / res["native"][-1]
+            print(f"\ntilepy ring / MPI native time at {sizes[-1]} B: {ratio:.2f}x\n")
+        print(model_table("mpi (tilepy's algorithms over MPI messages)", p, fit) + "\n")
 
 
 if __name__ == "__main__":
