@@ -182,10 +182,14 @@ def model_table(title, p, fit) -> str:
              f"{fit['overhead'] * 1e6:.1f} us; {fit['oversubscription']:.1f} ranks per core "
              f"({fit['cores']} cores){shared}. Diagnostic fit to this sweep: alpha "
              f"{sa * 1e6:.2f} us, 1/beta {_gbs(sb)}, 1/gamma {_gbs(sg)}",
-             "", "| ping-pong bytes | predicted us | measured us | measured/predicted |",
-             "|---:|---:|---:|---:|"]
-    for n, pred, meas in fit["pingpong_rows"]:
-        lines.append(f"| {n} | {pred * 1e6:.1f} | {meas * 1e6:.1f} | {meas / pred:.2f} |")
+             "ping-pong pieces: " + "; ".join(
+                 f"up to {upto:g} B: alpha {a * 1e6:.2f} us, 1/beta {_gbs(b)}"
+                 for upto, a, b in fit["pieces"]),
+             "", "| ping-pong bytes | one line us | pieces us | measured us | "
+             "measured/one line | measured/pieces |", "|---:|---:|---:|---:|---:|---:|"]
+    for n, line, piece, meas in fit["pingpong_rows"]:
+        lines.append(f"| {n} | {line * 1e6:.1f} | {piece * 1e6:.1f} | {meas * 1e6:.1f} | "
+                     f"{meas / line:.2f} | {meas / piece:.2f} |")
     lines += ["", "| allreduce | bytes | plain a-b-g us | model us | sweep fit us | "
               "measured us | measured/plain | measured/model |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -194,8 +198,10 @@ def model_table(title, p, fit) -> str:
                      f"{swept * 1e6:.1f} | {meas * 1e6:.1f} | {meas / plain:.2f} | "
                      f"{meas / full:.2f} |")
     rows = fit["rows"]
-    lines.append(f"\nmeasured/predicted, ping-pong: "
-                 f"{_spread([m / q for _, q, m in fit['pingpong_rows']])}; allreduce, plain: "
+    pp = fit["pingpong_rows"]
+    lines.append(f"\nmeasured/predicted, ping-pong one line: "
+                 f"{_spread([r[3] / r[1] for r in pp])}; pieces: "
+                 f"{_spread([r[3] / r[2] for r in pp])}\nallreduce plain a-b-g: "
                  f"{_spread([r[5] / r[2] for r in rows])}; model: "
                  f"{_spread([r[5] / r[3] for r in rows])}")
     return "\n".join(lines)

@@ -27,7 +27,7 @@ def topo_for(base: Topology, p: int) -> Topology:
         size = min(lv.size, left)
         levels.append(Level(lv.name, max(size, 1), lv.alpha, lv.beta, lv.oversubscription))
         left = -(-left // max(size, 1))
-    return Topology(tuple(levels), base.gamma)
+    return Topology(tuple(levels), base.gamma, overhead=base.overhead)
 
 
 def main():

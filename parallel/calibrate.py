@@ -20,6 +20,8 @@ import numpy as np
 from tilepy.parallel.cost import flat_cost, shared_cost
 from tilepy.parallel.plans import ALGORITHMS as SHARED_ALGORITHMS
 
+PINGPONG_SIZES = (8, 1 << 10, 16 << 10, 128 << 10, 1 << 20, 4 << 20, 16 << 20)
+
 
 def _median_time(fn, reps: int) -> float:
     fn()
@@ -58,6 +60,48 @@ def fit_alpha_beta(samples: list[tuple[int, float]]) -> tuple[float, float]:
     design = np.stack([np.ones_like(n), n], 1) * w[:, None]
     a, b = np.linalg.lstsq(design, t * w, rcond=None)[0]
     return max(float(a), 0.0), max(float(b), 0.0)
+
+
+def _relative_error(samples, a: float, b: float) -> float:
+    return float(sum(((a + n * b) / t - 1.0) ** 2 for n, t in samples))
+
+
+def fit_pieces(samples: list[tuple[int, float]]) -> list[tuple[float, float, float]]:
+    """[(up to bytes, alpha, beta), ...]: one alpha-beta line, or two lines split where
+    the relative error falls at least 4-fold (MPI switches from an eager protocol to a
+    rendezvous one for large messages: another latency and another rate). Each piece
+    holds at least two sizes; the last piece reaches infinity."""
+    one = fit_alpha_beta(samples)
+    best, err = [(float("inf"), *one)], _relative_error(samples, *one)
+    for k in range(2, len(samples) - 1):
+        lo, hi = fit_alpha_beta(samples[:k]), fit_alpha_beta(samples[k:])
+        e = _relative_error(samples[:k], *lo) + _relative_error(samples[k:], *hi)
+        if e < err / 4 and e < _best_err(best, samples):
+            best = [(float(samples[k - 1][0]), *lo), (float("inf"), *hi)]
+    return best
+
+
+def _best_err(pieces, samples) -> float:
+    return float(sum((message_cost(pieces, n) / t - 1.0) ** 2 for n, t in samples))
+
+
+def message_cost(pieces, nbytes: float) -> float:
+    """Seconds of one message of `nbytes` by the piecewise fit."""
+    return next(a + nbytes * b for upto, a, b in pieces if nbytes <= upto)
+
+
+def piece_for(pieces, nbytes: float) -> tuple[float, float]:
+    """(alpha, beta) of the piece that messages of `nbytes` use."""
+    return next((a, b) for upto, a, b in pieces if nbytes <= upto)
+
+
+def largest_message(alg: str, p: int, n: float) -> float:
+    """Bytes of an algorithm's largest message: it picks the protocol piece."""
+    if alg in ("ring", "mpich_ring"):
+        return -(-n // p)
+    if alg == "rabenseifner":
+        return n / 2
+    return n
 
 
 def measure_gamma(nbytes: int = 16 << 20, reps: int = 5) -> float:
@@ -141,13 +185,14 @@ def fit_from_sweep(measured: dict, p: int) -> tuple[float, float, float]:
     return tuple(max(float(c), 0.0) for c in coef)
 
 
-def measure(comm, pingpong_sizes=(8, 1 << 10, 64 << 10, 1 << 20, 8 << 20), reps: int = 10,
+def measure(comm, pingpong_sizes=PINGPONG_SIZES, reps: int = 10,
             copy_bytes: int = 256 << 20):
     """Every model parameter for this communicator (see the module docstring). Rank 0
     times the adds and a call's software alone while the others wait, and broadcasts the
     figures: concurrency is the model's business (oversubscription)."""
     pp = pingpong(comm, list(pingpong_sizes), reps=reps)
     alpha, beta = fit_alpha_beta(pp)
+    pieces = fit_pieces(pp)
     shared = _uses_shared_memory(comm)
     solo = comm.split(comm.rank)
     figures = None
@@ -157,7 +202,8 @@ def measure(comm, pingpong_sizes=(8, 1 << 10, 64 << 10, 1 << 20, 8 << 20), reps:
             measure_gamma(), _median_time(lambda: solo.allreduce(x, algorithm="ring"), reps)])
     gamma, overhead = comm.bcast(figures, 0)
     beta_mem = measure_copy_beta(comm, copy_bytes) if shared else 0.0
-    params = {"alpha": alpha, "beta": beta, "gamma": float(gamma), "pingpong": pp,
+    params = {"alpha": alpha, "beta": beta, "pieces": pieces, "gamma": float(gamma),
+              "pingpong": pp,
               "oversubscription": oversubscription(comm), "overhead": float(overhead),
               "cores": cores(), "shared": shared, "beta_mem": float(beta_mem)}
     if shared:
@@ -174,25 +220,28 @@ def _uses_shared_memory(comm) -> bool:
 
 def predict(params: dict, alg: str, p: int, n: float, model: str = "full") -> float:
     """Seconds of one allreduce. model "plain": Thakur et al.'s alpha-beta-gamma from the
-    ping-pong alone (what the previous fits used); "full": on the local backend's
+    ping-pong's one line (what the previous fits used); "full": on the local backend's
     shared-memory path its latency and memory traffic (cost.shared_cost), else the call's
-    overhead plus alpha-beta-gamma with alpha, beta and gamma times the ranks per core o:
-    in a collective every rank is busy at every step, so each core runs o ranks in turn
-    (the ping-pong keeps only two busy)."""
+    overhead plus alpha-beta-gamma with alpha and beta from the ping-pong piece (eager or
+    rendezvous) of the algorithm's largest message, and alpha, beta and gamma times the
+    ranks per core o: in a collective every rank is busy at every step, so each core runs
+    o ranks in turn (the ping-pong keeps only two busy)."""
     a, b, g = params["alpha"], params["beta"], params["gamma"]
     if model == "plain":
         return flat_cost(alg, p, n, a, b, g)
     if params["shared"] and alg in SHARED_ALGORITHMS:
         return shared_cost(p, n, params["latency"], params["beta_mem"])
     o = params["oversubscription"]
+    a, b = piece_for(params.get("pieces") or [(float("inf"), a, b)], largest_message(alg, p, n))
     return params["overhead"] + flat_cost(alg, p, n, a * o, b * o, g * o)
 
 
 def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5, rounds: int = 1,
                           **measure_args):
     """Measure the parameters, then the sweep, `rounds` times in turn (load drifts: every
-    figure is the median over rounds). Rows: ping-pong (bytes, predicted s, measured s) and
-    allreduce (alg, bytes, plain predicted s, full predicted s, sweep-fit s, measured s)."""
+    figure is the median over rounds). Rows: ping-pong (bytes, one line s, pieces s,
+    measured s) and allreduce (alg, bytes, plain predicted s, full predicted s, sweep-fit
+    s, measured s)."""
     runs = [(measure(comm, **measure_args), allreduce_sweep(comm, sizes, algorithms, reps))
             for _ in range(rounds)]
     params = {k: (float(np.median([r[0][k] for r in runs])) if isinstance(v, float) else v)
@@ -205,6 +254,8 @@ def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5, rounds: int = 
     rows = [(alg, n, predict(params, alg, p, n, "plain"), predict(params, alg, p, n),
              flat_cost(alg, p, n, *sweep_fit), measured[(alg, n)])
             for (alg, n) in measured]
-    pp_rows = [(n, params["alpha"] + n * params["beta"], t) for n, t in params["pingpong"]]
+    params["pieces"] = fit_pieces(params["pingpong"])  # of the median ping-pong
+    pp_rows = [(n, params["alpha"] + n * params["beta"], message_cost(params["pieces"], n), t)
+               for n, t in params["pingpong"]]
     return {**params, "sweep_fit": sweep_fit, "rows": rows, "pingpong_rows": pp_rows,
             "rounds": rounds}

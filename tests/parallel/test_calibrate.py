@@ -83,4 +83,22 @@ def test_measure_and_predicted_vs_measured_on_local_ranks():
                                                 ("tree", 4096)]
         for _alg, _n, plain, full, _swept, meas in fit["rows"]:
             assert plain > 0 and full > 0 and meas > 0
-        assert [n for n, _, _ in fit["pingpong_rows"]] == [8, 1 << 12]
+        assert [r[0] for r in fit["pingpong_rows"]] == [8, 1 << 12]
+
+
+def test_fit_pieces_finds_a_protocol_switch_and_only_then():
+    eager, rendezvous = (3e-6, 1 / 6e9), (1.5e-3, 1 / 2e9)
+    sizes = [8, 1024, 16384, 131072, 1 << 20, 4 << 20, 16 << 20]
+    two = [(n, (eager if n <= 131072 else rendezvous)[0]
+            + n * (eager if n <= 131072 else rendezvous)[1]) for n in sizes]
+    pieces = calibrate.fit_pieces(two)
+    assert len(pieces) == 2 and pieces[0][0] == 131072 and pieces[1][0] == float("inf")
+    assert pieces[0][1:] == pytest.approx(eager, rel=1e-6)
+    assert pieces[1][1:] == pytest.approx(rendezvous, rel=1e-6)
+    assert calibrate.message_cost(pieces, 1 << 20) == pytest.approx(1.5e-3 + (1 << 20) / 2e9)
+    line = [(n, eager[0] + n * eager[1]) for n in sizes]
+    (single,) = calibrate.fit_pieces(line)
+    assert single[0] == float("inf") and single[1:] == pytest.approx(eager, rel=1e-6)
+    assert calibrate.largest_message("ring", 4, 10) == 3
+    assert calibrate.largest_message("rabenseifner", 4, 10) == 5
+    assert calibrate.largest_message("tree", 4, 10) == 10
