@@ -21,7 +21,7 @@ from tilepy.ir.stmt import Cumsum, Gemm, Reduce, ReduceKind
 from tilepy.ir.types import DType, compute_dtype
 
 _PLAIN = (np.dtype(np.float32), np.dtype(np.float64))
-_CHUNK = 1 << 16  # accumulator elements per step: acc + product stay in L2
+_PRODUCTS = 1 << 17  # gemm products computed per numpy call (512 KiB of float32: L2)
 
 
 def _plain(dt: DType) -> bool:
@@ -104,39 +104,54 @@ def _gemm_steps(at: np.ndarray, bt: np.ndarray, acc: np.ndarray, cdt: DType) -> 
             p = reference(Op.MUL, [at[:, kk, :, None], bt[:, kk, None, :]], (cdt, cdt), cdt)
             acc[...] = reference(Op.ADD, [acc, p], (cdt, cdt), cdt)
         return
-    _chunked_steps(at, bt, acc)
+    with np.errstate(all="ignore"):  # IEEE overflow / inf - inf are values, not errors
+        if acc.shape[1] * acc.shape[2] == 1 or np.any((acc == 0) & np.signbit(acc)):
+            _signed_steps(at, bt, acc)  # 1x1: k would be the innermost axis of the reduce
+        else:
+            _product_steps(at, bt, acc)
 
 
-def _chunked_steps(at: np.ndarray, bt: np.ndarray, acc: np.ndarray) -> None:
-    """_plain_steps over groups of blocks small enough for the accumulator to stay in L2."""
-    nb, _, m = at.shape
-    step = max(1, _CHUNK // max(1, m * acc.shape[2]))
-    for lo in range(0, nb, step):
-        _plain_steps(at[lo:lo + step], bt[lo:lo + step], acc[lo:lo + step])
-
-
-def _plain_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
-    """c = c + a[k] (x) b[k] for k ascending: the op table's MUL, then its ADD, per step.
-
-    The outer products come from einsum when that gives the same sums: einsum computes
-    each product as +0 + a*b, identical to a*b except that a -0 product becomes +0. Adding
-    a zero changes nothing unless the accumulator is zero, and in round-to-nearest x + y is
-    -0 only when both are -0, so an accumulator that holds no -0 never comes to hold one
-    and cannot tell the two zeros apart. Only when c starts with a -0 do the products come
-    from the table's MUL (same bits either way, about 1.6x slower). One thread: einsum holds
-    the GIL, and a thread pool measured no faster than this on 2 cores.
-    """
+def _signed_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
+    """c = c + a[k] (x) b[k] for k ascending, one op table MUL and ADD per step: the
+    reference form, used when c holds a -0 or is 1x1 (see _product_steps)."""
     mul, add = OPS[Op.MUL].numpy, OPS[Op.ADD].numpy
     tmp = np.empty_like(c)
-    use_einsum = not np.any((c == 0) & np.signbit(c))
     a_, b_ = at[:, :, :, None], bt[:, :, None, :]
-    with np.errstate(all="ignore"):  # IEEE overflow / inf - inf are values, not errors
-        for kk in range(at.shape[1]):
-            if use_einsum:
-                np.einsum("bi,bj->bij", at[:, kk], bt[:, kk], out=tmp)
-            else:
-                mul(a_[:, kk], b_[:, kk], out=tmp)
-            add(c, tmp, out=c)
+    for kk in range(at.shape[1]):
+        mul(a_[:, kk], b_[:, kk], out=tmp)
+        add(c, tmp, out=c)
+
+
+def _product_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
+    """The same sums as _signed_steps for an accumulator c that holds no -0, computed a
+    group of blocks and k steps at a time (the group's products stay in L2):
+
+        P[:, k] = a[k] (x) b[k]          one einsum: +0 + a*b, i.e. the product rounded once
+        P[:, 0] = c + P[:, 0]            the table's ADD, the first step
+        c = add.reduce(P, axis=1)        the next steps, k ascending
+
+    numpy reduces an axis other than the innermost one by adding its slices in order
+    (pairwise summation is only ever used along the innermost axis, which is N or M here,
+    never k, as C is not 1x1), each add rounded once; it may start from the identity +0.
+    Both einsum and that start can turn a -0 into +0, which changes no sum here: in
+    round-to-nearest x + y is -0 only when both are -0, so an accumulator that holds no -0
+    never comes to hold one, and +0 and -0 added to any other value give the same result.
+    """
+    nb, kk, m = at.shape
+    n = c.shape[2]
+    ks = max(1, min(kk, _PRODUCTS // (m * n)))  # k steps per product block
+    g = max(1, _PRODUCTS // (ks * m * n))  # blocks per product block
+    buf = np.empty(min(g, nb) * ks * m * n, c.dtype)
+    add = OPS[Op.ADD].numpy
+    for lo in range(0, nb, g):
+        hi = min(nb, lo + g)
+        cg = c[lo:hi]
+        for k0 in range(0, kk, ks):
+            k1 = min(kk, k0 + ks)
+            p = buf[:(hi - lo) * (k1 - k0) * m * n].reshape(hi - lo, k1 - k0, m, n)
+            np.einsum("bki,bkj->bkij", at[lo:hi, k0:k1], bt[lo:hi, k0:k1], out=p)
+            add(cg, p[:, 0], out=p[:, 0])
+            add.reduce(p, axis=1, out=cg)
 
 
 def _trace_gemm(ctx: Ctx, s: Gemm, tc: regions.Tile, m: int, n: int, k: int) -> None:
