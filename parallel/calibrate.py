@@ -69,14 +69,17 @@ def _relative_error(samples, a: float, b: float) -> float:
 def fit_pieces(samples: list[tuple[int, float]]) -> list[tuple[float, float, float]]:
     """[(up to bytes, alpha, beta), ...]: one alpha-beta line, or two lines split where
     the relative error falls at least 4-fold (MPI switches from an eager protocol to a
-    rendezvous one for large messages: another latency and another rate). Each piece
-    holds at least two sizes; the last piece reaches infinity."""
+    rendezvous one for large messages: a handshake, so the first large size costs MORE
+    than the small-message line predicts, and another rate). Each piece holds at least
+    two sizes; the last piece reaches infinity."""
     one = fit_alpha_beta(samples)
     best, err = [(float("inf"), *one)], _relative_error(samples, *one)
     for k in range(2, len(samples) - 1):
         lo, hi = fit_alpha_beta(samples[:k]), fit_alpha_beta(samples[k:])
         e = _relative_error(samples[:k], *lo) + _relative_error(samples[k:], *hi)
-        if e < err / 4 and e < _best_err(best, samples):
+        n = samples[k][0]  # a switch costs more there than the small-message line
+        jump = hi[0] + n * hi[1] > lo[0] + n * lo[1]
+        if jump and e < err / 4 and e < _best_err(best, samples):
             best = [(float(samples[k - 1][0]), *lo), (float("inf"), *hi)]
     return best
 
