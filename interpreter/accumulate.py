@@ -8,6 +8,8 @@ used for float32/float64 give exactly those sequential results.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from tilepy.errors import TileTypeError
@@ -126,7 +128,7 @@ def _product_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
     """The same sums as _signed_steps for an accumulator c that holds no -0, computed a
     group of blocks and k steps at a time (the group's products stay in L2):
 
-        P[:, k] = a[k] (x) b[k]          one einsum: +0 + a*b, i.e. the product rounded once
+        P[:, k] = a[k] (x) b[k]          the product rounded once (einsum: +0 + a*b)
         P[:, 0] = c + P[:, 0]            the table's ADD, the first step
         c = add.reduce(P, axis=1)        the next steps, k ascending
 
@@ -136,22 +138,66 @@ def _product_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
     Both einsum and that start can turn a -0 into +0, which changes no sum here: in
     round-to-nearest x + y is -0 only when both are -0, so an accumulator that holds no -0
     never comes to hold one, and +0 and -0 added to any other value give the same result.
+
+    Big problems split their blocks between this thread (einsum, which holds the GIL) and
+    one worker thread (np.multiply, which releases it); each block is computed whole by
+    one of them, with the same bits either way, so the result does not depend on threads.
     """
     nb, kk, m = at.shape
+    pool = _pool() if nb >= 2 and nb * kk * m * c.shape[2] >= _THREAD_MIN else None
+    if pool is None:
+        _product_blocks(at, bt, c, 0, nb, True)
+        return
+    split = nb - max(1, int(nb * _WORKER_SHARE))
+    job = pool.submit(_product_blocks, at, bt, c, split, nb, False)
+    try:
+        _product_blocks(at, bt, c, 0, split, True)
+    finally:
+        job.result()
+
+
+def _product_blocks(at, bt, c, lo: int, hi: int, einsum: bool) -> None:
+    """_product_steps for blocks [lo, hi), products by einsum or by the table's MUL."""
+    _, kk, m = at.shape
     n = c.shape[2]
     ks = max(1, min(kk, _PRODUCTS // (m * n)))  # k steps per product block
     g = max(1, _PRODUCTS // (ks * m * n))  # blocks per product block
-    buf = np.empty(min(g, nb) * ks * m * n, c.dtype)
-    add = OPS[Op.ADD].numpy
-    for lo in range(0, nb, g):
-        hi = min(nb, lo + g)
-        cg = c[lo:hi]
-        for k0 in range(0, kk, ks):
-            k1 = min(kk, k0 + ks)
-            p = buf[:(hi - lo) * (k1 - k0) * m * n].reshape(hi - lo, k1 - k0, m, n)
-            np.einsum("bki,bkj->bkij", at[lo:hi, k0:k1], bt[lo:hi, k0:k1], out=p)
-            add(cg, p[:, 0], out=p[:, 0])
-            add.reduce(p, axis=1, out=cg)
+    buf = np.empty(min(g, hi - lo) * ks * m * n, c.dtype)
+    mul, add = OPS[Op.MUL].numpy, OPS[Op.ADD].numpy
+    with np.errstate(all="ignore"):  # per thread
+        for b0 in range(lo, hi, g):
+            b1 = min(hi, b0 + g)
+            cg = c[b0:b1]
+            for k0 in range(0, kk, ks):
+                k1 = min(kk, k0 + ks)
+                p = buf[:(b1 - b0) * (k1 - k0) * m * n].reshape(b1 - b0, k1 - k0, m, n)
+                a, b = at[b0:b1, k0:k1], bt[b0:b1, k0:k1]
+                if einsum:
+                    np.einsum("bki,bkj->bkij", a, b, out=p)
+                else:
+                    mul(a[:, :, :, None], b[:, :, None, :], out=p)
+                add(cg, p[:, 0], out=p[:, 0])
+                add.reduce(p, axis=1, out=cg)
+
+
+_THREAD_MIN = 1 << 22  # products per T.gemm call below which one thread does them all
+_WORKER_SHARE = 0.4  # the worker's share of the blocks: np.multiply is slower than einsum
+_POOL: dict = {}
+
+
+def _pool():
+    """The one-worker pool, made on first use in each process (a forked child cannot use
+    its parent's thread), or None when TILEPY_INTERP_THREADS=1 (or 0) or on one CPU."""
+    if os.environ.get("TILEPY_INTERP_THREADS", "").strip() in ("0", "1"):
+        return None
+    pid = os.getpid()
+    if pid not in _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL.clear()
+        many = (os.cpu_count() or 1) > 1
+        _POOL[pid] = ThreadPoolExecutor(1, thread_name_prefix="tilepy-gemm") if many else None
+    return _POOL[pid]
 
 
 def _trace_gemm(ctx: Ctx, s: Gemm, tc: regions.Tile, m: int, n: int, k: int) -> None:

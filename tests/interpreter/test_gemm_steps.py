@@ -86,3 +86,72 @@ def test_edge_tiles_with_specials_through_the_interpreter():
     with np.errstate(all="ignore"):
         want = seq_gemm(a, b, c0, "float32", k_pad=96)
     assert _bits_equal(c, want)
+
+
+# ---------------------------------------------------------------- the worker thread
+
+
+class _CountingPool:
+    """Stands in for the worker pool: runs each job at once and counts them."""
+
+    def __init__(self):
+        self.jobs = 0
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        self.jobs += 1
+        f = Future()
+        f.set_result(fn(*args))
+        return f
+
+
+@pytest.mark.parametrize("nb,k,m,n", [s for s in SHAPES if s[0] >= 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_threaded_k_loop_gives_the_single_thread_bits(monkeypatch, nb, k, m, n, dtype):
+    """Blocks split between this thread (einsum) and the worker (np.multiply): the same
+    bits as one thread, with -0/inf/NaN/subnormal/overflowing products."""
+    rng = np.random.default_rng(nb + k + m + n)
+    at, bt = _nasty(rng, (nb, k, m), dtype), _nasty(rng, (nb, k, n), dtype)
+    c0 = np.abs(_nasty(rng, (nb, m, n), dtype)) + 0.0
+    dt = ir_dtype(np.dtype(dtype).name)
+    monkeypatch.setenv("TILEPY_INTERP_THREADS", "1")
+    one = c0.copy()
+    accumulate._gemm_steps(at, bt, one, dt)
+    monkeypatch.delenv("TILEPY_INTERP_THREADS")
+    monkeypatch.setattr(accumulate, "_THREAD_MIN", 0)  # thread even this small problem
+    if accumulate._pool() is None:
+        pytest.skip("one CPU: no worker thread")
+    two = c0.copy()
+    accumulate._gemm_steps(at, bt, two, dt)
+    assert _bits_equal(two, one) and _bits_equal(one, _steps_by_hand(at, bt, c0))
+
+
+def test_threaded_edge_tiles_through_the_interpreter(monkeypatch):
+    rng = np.random.default_rng(9)
+    M, N, Kd = 70, 45, 90
+    a, b = _nasty(rng, (M, Kd), np.float32), _nasty(rng, (Kd, N), np.float32)
+    outs = []
+    for threads in ("1", ""):
+        monkeypatch.setenv("TILEPY_INTERP_THREADS", threads)
+        monkeypatch.setattr(accumulate, "_THREAD_MIN", 0)
+        c = np.zeros((M, N), np.float32)
+        run(K.gemm(M, N, Kd, 32, 16, 16, "float32", "float32").func, dict(A=a, B=b, C=c), {})
+        outs.append(c)
+    assert _bits_equal(outs[0], outs[1])
+
+
+def test_no_worker_for_small_problems_or_when_switched_off(monkeypatch):
+    pool = _CountingPool()
+    monkeypatch.setattr(accumulate, "_pool", lambda: pool)
+    rng = np.random.default_rng(2)
+    at, bt = rng.standard_normal((8, 32, 64)), rng.standard_normal((8, 32, 64))
+    c = np.zeros((8, 64, 64))
+    accumulate._gemm_steps(at, bt, c, ir_dtype("float64"))  # 2^20 products: one thread
+    assert pool.jobs == 0
+    monkeypatch.setattr(accumulate, "_THREAD_MIN", 1 << 20)
+    accumulate._gemm_steps(at, bt, c, ir_dtype("float64"))
+    assert pool.jobs == 1
+    monkeypatch.undo()
+    monkeypatch.setenv("TILEPY_INTERP_THREADS", "1")
+    assert accumulate._pool() is None
