@@ -2,13 +2,15 @@
 
 Owns the encoders (float32 -> uint8/uint16 code, RNE, optional saturation, stochastic
 rounding from explicit random bits) and decoders (code -> float32) whose bits equal
-ml_dtypes' (numpy's for float16), plus parallel array wrappers. Importing this module
-imports numba; `import tilepy.precision` never does. Semantics live in codespec/rounding.
+ml_dtypes' (numpy's for float16), plus parallel array wrappers (bfloat16 arrays stream
+through explicit vector kernels). Importing this module imports numba; `import
+tilepy.precision` never does. Semantics live in codespec/rounding.
 """
 
 from __future__ import annotations
 
 import math
+import platform
 from functools import lru_cache
 
 import numba
@@ -353,24 +355,185 @@ def _encode64_kernel(fmt, saturate: bool):
     return run
 
 
-def encode_array(x, fmt, saturate: bool = False) -> np.ndarray:
+# ------------------------------------------------------------- bfloat16 streaming kernels
+#
+# A bf16 code is the top half of the float32 bits (rounded to nearest even on the way
+# down), so both directions are a few integer ops per element and the arrays' memory
+# traffic is the whole cost. The kernels work on 32-element vectors, and on large arrays
+# store them with non-temporal stores: a plain store first reads the output line into the
+# cache (for decode that read is as large as the input), a non-temporal one does not.
+
+_LANES = 32  # elements per vector step: one 64-byte line of bf16 codes
+_TASK = 1 << 16  # elements per parallel task (a multiple of _LANES)
+_STREAM_MIN = 1 << 20  # elements from which outputs bypass the cache
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
+_U = np.uint32
+
+
+@numba.njit(inline="always")
+def _bf16_code(b):
+    """bfloat16 code of the float32 with bits b: RNE, NaN -> 0x7fc0 with b's sign."""
+    rne = (b + _U(0x7FFF) + ((b >> _U(16)) & _U(1))) >> _U(16)
+    nan = ((b >> _U(16)) & _U(0x8000)) | _U(0x7FC0)
+    return np.uint16(nan if (b & _U(0x7FFFFFFF)) > _U(0x7F800000) else rne)
+
+
+def _vector_ptr(context, builder, aty, arr, idx, vecty):
+    data = context.make_array(aty)(context, builder, arr).data
+    return builder.bitcast(builder.gep(data, [idx]), vecty.as_pointer())
+
+
+def _splat(v: int, vt):
+    return llvm_ir.Constant(vt, [llvm_ir.Constant(vt.element, v)] * vt.count)
+
+
+def _store(builder, value, ptr, stream: bool, elem_bytes: int) -> None:
+    st = builder.store(value, ptr, align=64 if stream else elem_bytes)
+    if stream:
+        one = llvm_ir.Constant(llvm_ir.IntType(32), 1)
+        st.set_metadata("nontemporal", builder.module.add_metadata([one]))
+
+
+@lru_cache(maxsize=None)
+def _bf16_vector_ops(stream: bool):
+    """(encode 32, decode 32, fence) intrinsics; `stream`: non-temporal stores, which need
+    64-byte aligned output at the vector's index, and the fence that orders them."""
+    i16, i32 = llvm_ir.IntType(16), llvm_ir.IntType(32)
+    v16, v32 = llvm_ir.VectorType(i16, _LANES), llvm_ir.VectorType(i32, _LANES)
+
+    @intrinsic
+    def encode32(typingctx, bits, out, i):
+        def codegen(context, builder, sig, args):
+            b = builder.load(_vector_ptr(context, builder, sig.args[0], args[0], args[2],
+                                         v32), align=4)
+            hi = builder.lshr(b, _splat(16, v32))
+            rne = builder.lshr(builder.add(builder.add(b, _splat(0x7FFF, v32)),
+                                           builder.and_(hi, _splat(1, v32))), _splat(16, v32))
+            nan = builder.or_(builder.and_(hi, _splat(0x8000, v32)), _splat(0x7FC0, v32))
+            is_nan = builder.icmp_unsigned(">", builder.and_(b, _splat(0x7FFFFFFF, v32)),
+                                           _splat(0x7F800000, v32))
+            code = builder.trunc(builder.select(is_nan, nan, rne), v16)
+            _store(builder, code, _vector_ptr(context, builder, sig.args[1], args[1],
+                                              args[2], v16), stream, 2)
+            return context.get_dummy_value()
+
+        return types.void(bits, out, i), codegen
+
+    @intrinsic
+    def decode32(typingctx, codes, out, i):
+        def codegen(context, builder, sig, args):
+            c = builder.load(_vector_ptr(context, builder, sig.args[0], args[0], args[2],
+                                         v16), align=2)
+            v = builder.shl(builder.zext(c, v32), _splat(16, v32))
+            _store(builder, v, _vector_ptr(context, builder, sig.args[1], args[1], args[2],
+                                           v32), stream, 4)
+            return context.get_dummy_value()
+
+        return types.void(codes, out, i), codegen
+
+    @intrinsic
+    def fence(typingctx):
+        def codegen(context, builder, sig, args):
+            if stream:
+                fn = builder.module.declare_intrinsic(
+                    "llvm.x86.sse.sfence", fnty=llvm_ir.FunctionType(llvm_ir.VoidType(), []))
+                builder.call(fn, [])
+            return context.get_dummy_value()
+
+        return types.void(), codegen
+
+    return encode32, decode32, fence
+
+
+@lru_cache(maxsize=None)
+def _bf16_kernels(stream: bool):
+    """(encode, decode) njit kernels (src, out, head): elements [0, head) one at a time,
+    then tasks of _TASK elements from head (aligned there when `stream`) in parallel."""
+    encode32, decode32, fence = _bf16_vector_ops(stream)
+
+    @numba.njit(parallel=True)
+    def encode(bits, out, head):
+        n = bits.size
+        head = min(head, n)
+        for i in range(head):
+            out[i] = _bf16_code(bits[i])
+        for t in numba.prange((n - head + _TASK - 1) // _TASK):
+            i = head + t * _TASK
+            hi = min(n, i + _TASK)
+            while i + _LANES <= hi:
+                encode32(bits, out, i)
+                i += _LANES
+            for j in range(i, hi):
+                out[j] = _bf16_code(bits[j])
+            fence()
+
+    @numba.njit(parallel=True)
+    def decode(codes, out, head):
+        n = codes.size
+        head = min(head, n)
+        for i in range(head):
+            out[i] = _U(codes[i]) << _U(16)
+        for t in numba.prange((n - head + _TASK - 1) // _TASK):
+            i = head + t * _TASK
+            hi = min(n, i + _TASK)
+            while i + _LANES <= hi:
+                decode32(codes, out, i)
+                i += _LANES
+            for j in range(i, hi):
+                out[j] = _U(codes[j]) << _U(16)
+            fence()
+
+    return encode, decode
+
+
+def _bf16_run(direction: str, src: np.ndarray, out: np.ndarray) -> None:
+    """src (float32 bits as uint32, or uint16 codes) -> out (uint16 codes, or uint32 bits),
+    both 1-d, contiguous and aligned to their element size."""
+    stream = _X86 and out.size >= _STREAM_MIN
+    head = (-out.ctypes.data) % 64 // out.itemsize if stream else 0
+    encode, decode = _bf16_kernels(stream)
+    (encode if direction == "encode" else decode)(src, out, head)
+
+
+def _output(out, shape: tuple, dtype, what: str) -> np.ndarray:
+    want = np.dtype(dtype)
+    if out is None:
+        return np.empty(shape, dtype=want)
+    if not isinstance(out, np.ndarray) or out.dtype != want or out.shape != shape:
+        got = (f"{out.dtype}{list(out.shape)}" if isinstance(out, np.ndarray)
+               else type(out).__name__)
+        raise ValueError(f"{what}: out must be a {want}{list(shape)} array; got {got}")
+    if not (out.flags.c_contiguous and out.flags.aligned and out.flags.writeable):
+        raise ValueError(f"{what}: out must be a C-contiguous, aligned, writeable array")
+    return out
+
+
+def encode_array(x, fmt, saturate: bool = False, out=None) -> np.ndarray:
     """Storage codes of a float array (any shape) encoded in parallel; same bits as
     `tilepy.precision.encode`. float32 goes through `encoder`, float64 through
-    `codecs64.encoder64` (one rounding); other floats are widened to float32 (exact)."""
+    `codecs64.encoder64` (one rounding); other floats are widened to float32 (exact).
+    `out`: a preallocated array of the storage dtype and x's shape to write into."""
     f = get_format(fmt)
     x = np.asarray(x)
     wide = x.dtype == np.float64
-    x = np.ascontiguousarray(x, dtype=np.float64 if wide else np.float32)
-    out = np.empty(x.shape, dtype=f.storage)
+    x = np.require(x, np.float64 if wide else np.float32, ["C", "A"])
+    out = _output(out, x.shape, f.storage, "encode_array")
+    if f.name == "bfloat16" and not wide and not saturate:
+        _bf16_run("encode", x.reshape(-1).view(np.uint32), out.reshape(-1))
+        return out
     kernel = _encode64_kernel if wide else _encode_kernel
     kernel(f.name, bool(saturate))(x.reshape(-1), out.reshape(-1))
     return out
 
 
-def decode_array(codes, fmt) -> np.ndarray:
-    """float32 values of a storage-code array (any shape), decoded in parallel."""
+def decode_array(codes, fmt, out=None) -> np.ndarray:
+    """float32 values of a storage-code array (any shape), decoded in parallel.
+    `out`: a preallocated float32 array of the codes' shape to write into."""
     f = get_format(fmt)
-    codes = np.ascontiguousarray(codes, dtype=f.storage)
-    out = np.empty(codes.shape, dtype=np.float32)
-    _decode_kernel(f.name)(codes.reshape(-1), out.reshape(-1))
+    codes = np.require(codes, f.storage, ["C", "A"])
+    out = _output(out, codes.shape, np.float32, "decode_array")
+    if f.name == "bfloat16":
+        _bf16_run("decode", codes.reshape(-1), out.reshape(-1).view(np.uint32))
+    else:
+        _decode_kernel(f.name)(codes.reshape(-1), out.reshape(-1))
     return out

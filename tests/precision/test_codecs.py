@@ -98,6 +98,37 @@ def test_rounder_is_round_to(fmt):
     assert same_bits(out, round_to(x, fmt))
 
 
+@pytest.mark.parametrize("n", [0, 1, 31, 33, 1000, codecs._TASK + 7, codecs._STREAM_MIN + 45])
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_bf16_arrays_at_any_size_and_alignment(n, offset):
+    """The bf16 array kernels (vector body, scalar head and tail, cache-bypassing stores
+    from _STREAM_MIN elements, which need 64-byte alignment) give ml_dtypes' bits for
+    views starting at any element, into new and into given outputs."""
+    bits = np.random.default_rng(n + offset).integers(0, 2**32, n + 3, dtype=np.uint64)
+    x = bits.astype(np.uint32).view(np.float32)[offset:offset + n]  # NaNs of both signs
+    want = ml_cast(x, "bfloat16")
+    assert same_bits(codecs.encode_array(x, "bfloat16"), want)
+    out = np.empty(n + 3, np.uint16)[offset:offset + n]
+    assert codecs.encode_array(x, "bfloat16", out=out) is out and same_bits(out, want)
+    codes = np.empty(n + 3, np.uint16)[offset:offset + n]
+    codes[...] = bits[:n] & 0xFFFF  # every kind of code, NaN payloads included
+    values = codes.view(get_format("bfloat16").np_dtype).astype(np.float32)
+    assert same_bits(codecs.decode_array(codes, "bfloat16"), values)
+    vout = np.empty(n + 3, np.float32)[offset:offset + n]
+    assert codecs.decode_array(codes, "bfloat16", out=vout) is vout
+    assert np.array_equal(vout.view(np.uint32), values.view(np.uint32))
+
+
+def test_array_codecs_reject_a_wrong_out():
+    x = np.zeros(8, np.float32)
+    with pytest.raises(ValueError, match=r"out must be a uint16\[8\] array; got uint8\[8\]"):
+        codecs.encode_array(x, "bfloat16", out=np.zeros(8, np.uint8))
+    with pytest.raises(ValueError, match=r"out must be a float32\[8\] array; got float32\[4\]"):
+        codecs.decode_array(np.zeros(8, np.uint16), "bfloat16", out=np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        codecs.decode_array(np.zeros(8, np.uint16), "bf16", out=np.zeros(16, np.float32)[::2])
+
+
 def test_import_precision_does_not_import_numba():
     code = "import sys, tilepy.precision; print('numba' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
