@@ -17,6 +17,9 @@ from functools import lru_cache
 from pathlib import Path
 
 MODULE_PREFIX = "tilepy_jit_cache"
+# the precision modules whose njit code the generated kernels call (cache=True does not
+# notice changes in callees, so their sources are part of the key)
+_PRECISION = ("codecs.py", "codecs64.py", "codespec.py", "formats.py")
 
 
 def cache_dir() -> Path:
@@ -43,7 +46,7 @@ def _versions() -> str:
 
     here = Path(__file__).parent
     own = hashlib.sha256()
-    for p in sorted(here.glob("*.py")) + [here.parent / "precision" / "codecs.py"]:
+    for p in sorted(here.glob("*.py")) + [here.parent / "precision" / f for f in _PRECISION]:
         if p.exists():
             own.update(p.read_bytes())
     return "|".join([tilepy.__version__, numba.__version__, llvmlite.__version__,

@@ -33,6 +33,7 @@ from tilepy.ir.stmt import (
 )
 from tilepy.ir.types import Scope, compute_dtype
 from tilepy.jit.gemm import emit_gemm
+from tilepy.jit.hoist import invariant_loads
 from tilepy.jit.scalars import BufRef, Emitter, np_name, storage_codec
 from tilepy.jit.source import Names, Writer
 from tilepy.jit.tiles import emit_atomic_add, emit_copy, emit_cumsum, emit_fill, emit_reduce
@@ -199,6 +200,12 @@ def _store(em: Emitter, w: Writer, s: Store) -> None:
 
 def _for(em: Emitter, w: Writer, s: For) -> None:
     start, stop, step = em.expr(s.start), em.expr(s.stop), em.expr(s.step)
+    saved = dict(em.hoisted)
+    for ld in invariant_loads(s, set(em.vars)):
+        if em.ref(ld.buffer).kind != "scalar":
+            h = em.names.temp("h")
+            w.line(f"{h} = {em.expr(ld)}  # read once: nothing in the loop writes it")
+            em.hoisted[ld] = h
     var = em.bind_var(s.var)
     rng = f"range({start}, {stop}, {step})"
     if isinstance(s.step, Const) and int(s.step.value) == 1:
@@ -206,6 +213,7 @@ def _for(em: Emitter, w: Writer, s: For) -> None:
     w.line(f"for {var} in {rng}:  # {s.kind}")
     with w.indent():
         _body(em, w, s.body)
+    em.hoisted = saved
 
 
 def _if(em: Emitter, w: Writer, s: If) -> None:

@@ -31,6 +31,59 @@ def _min(a, b):
     return a if (a <= b or a != a) else b
 
 
+def _max_lanes(v, init):
+    """The serial fold `acc = _max(acc, v[k])` from `init`, k ascending, 8 chains at once.
+
+    The folds agree whenever the maximum is a nonzero number: equal nonzero floats have
+    equal bits, so which occurrence wins does not show. A NaN or a zero maximum (where
+    the fold's first-occurrence rule picks the NaN payload or the sign of zero) reruns
+    the serial fold."""
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = init
+    n = v.shape[0]
+    n8 = n - n % 8
+    for k in range(0, n8, 8):
+        l0 = _max(l0, v[k])
+        l1 = _max(l1, v[k + 1])
+        l2 = _max(l2, v[k + 2])
+        l3 = _max(l3, v[k + 3])
+        l4 = _max(l4, v[k + 4])
+        l5 = _max(l5, v[k + 5])
+        l6 = _max(l6, v[k + 6])
+        l7 = _max(l7, v[k + 7])
+    m = _max(_max(_max(l0, l1), _max(l2, l3)), _max(_max(l4, l5), _max(l6, l7)))
+    for k in range(n8, n):
+        m = _max(m, v[k])
+    if m != m or m == 0:
+        m = init
+        for k in range(n):
+            m = _max(m, v[k])
+    return m
+
+
+def _min_lanes(v, init):
+    """`_max_lanes` for `_min`."""
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = init
+    n = v.shape[0]
+    n8 = n - n % 8
+    for k in range(0, n8, 8):
+        l0 = _min(l0, v[k])
+        l1 = _min(l1, v[k + 1])
+        l2 = _min(l2, v[k + 2])
+        l3 = _min(l3, v[k + 3])
+        l4 = _min(l4, v[k + 4])
+        l5 = _min(l5, v[k + 5])
+        l6 = _min(l6, v[k + 6])
+        l7 = _min(l7, v[k + 7])
+    m = _min(_min(_min(l0, l1), _min(l2, l3)), _min(_min(l4, l5), _min(l6, l7)))
+    for k in range(n8, n):
+        m = _min(m, v[k])
+    if m != m or m == 0:
+        m = init
+        for k in range(n):
+            m = _min(m, v[k])
+    return m
+
+
 def _floordiv(a, b):
     if b == 0:
         return a - a
@@ -181,7 +234,8 @@ def _in4(a, i, j, k, l):
 
 
 HELPERS = {f.__name__: f for f in (
-    _max, _min, _floordiv, _mod, _shl, _shr, _log, _log2, _sqrt, _f2i, _f2i64, _f2u64, _clamp,
+    _max, _min, _max_lanes, _min_lanes, _floordiv, _mod, _shl, _shr, _log, _log2, _sqrt,
+    _f2i, _f2i64, _f2u64, _clamp,
     _wrap_int4, _wrap_uint4, _f32_odd, _ld1, _ld2, _ld3, _ld4, _in1, _in2, _in3, _in4,
 )}
 MAX_GUARDED_RANK = 4
@@ -219,7 +273,9 @@ def _py_codec(name: str, kind: str):
 
 
 def py_namespace(codecs: tuple[tuple[str, str], ...]) -> dict:
-    ns = {"np": np, "math": _py_math(), "prange": range, **HELPERS,
+    from tilepy.jit.mathlib import py_math
+
+    ns = {"np": np, "math": _py_math(), "prange": range, **HELPERS, **py_math(),
           "_bits32": _bits32, "_from_bits32": _from_bits32}
     for kind, fmt in codecs:
         ns[codec_name(kind, fmt)] = _py_codec(fmt, kind)
@@ -254,7 +310,13 @@ def _numba_helpers() -> dict:
     def _from_bits32_ov(b):
         return lambda b: bits_f32(b)
 
-    out = {name: numba.njit(fn) for name, fn in HELPERS.items()}
+    # helpers calling helpers (`_max_lanes` -> `_max`) must see the njit versions: each is
+    # rebuilt over one shared globals dict that maps the names to them
+    g = dict(globals())
+    out = {name: numba.njit(_pytypes.FunctionType(fn.__code__, g, name, fn.__defaults__,
+                                                  fn.__closure__))
+           for name, fn in HELPERS.items()}
+    g.update(out)
     out["_bits32"] = numba.njit(lambda f: f32_bits(np.float32(f)))
     out["_from_bits32"] = bits_f32
     return out
@@ -282,7 +344,9 @@ def _numba_codec(kind: str, fmt: str):
 def numba_namespace(codecs: tuple[tuple[str, str], ...]) -> dict:
     import numba
 
-    ns = {"np": np, "math": math, "prange": numba.prange, **_numba_helpers()}
+    from tilepy.jit.mathlib import numba_math
+
+    ns = {"np": np, "math": math, "prange": numba.prange, **_numba_helpers(), **numba_math()}
     for kind, fmt in codecs:
         ns[codec_name(kind, fmt)] = _numba_codec(kind, fmt)
     return ns

@@ -19,9 +19,15 @@ from tilepy.ir.types import DType, Scope, compute_dtype
 from tilepy.jit.runtime import MAX_GUARDED_RANK, codec_name
 from tilepy.jit.source import Names
 
+# F64 ops whose result is rounded to float32 or narrower use jit/mathlib.py's vectorisable
+# float64 forms (within ~1 ulp of float64, so the rounded result differs from libm's only in
+# rare ties, as the contract allows); a float64 result keeps the op table's libm form.
+_TO32 = {
+    Op.EXP: "_exp_to32({0})",
+    Op.SIGMOID: "(1.0 / (1.0 + _exp_to32(-{0})))",
+}
 
-# ir/ops.py's FLOOR/CEIL templates say `math.floor`, which returns a Python int (int64 in
-# Numba) and raises on inf/NaN; numpy's floor keeps the float dtype, as the reference does.
+
 @dataclass
 class BufRef:
     """How a buffer appears in the generated code.
@@ -69,6 +75,7 @@ class Emitter:
     loc: Loc | None = None
     block_writers: list = field(default_factory=list)  # (name, Writer) per launch
     block_vars: list = field(default_factory=list)  # the current launch's block ids
+    hoisted: dict = field(default_factory=dict)  # Load -> the name it was read into (hoist.py)
 
     # -------------------------------------------------------------- names
 
@@ -98,6 +105,9 @@ class Emitter:
                 raise LoweringError(f"'{e.name}' is used before it is defined", loc=self.loc)
             return self.vars[e.name]
         if isinstance(e, Load):
+            h = self.hoisted.get(e)
+            if h is not None:
+                return h
             return self.load(e.buffer, [self.expr(i) for i in e.indices])
         if isinstance(e, Call):
             return self.call(e)
@@ -112,6 +122,8 @@ class Emitter:
         args = [self.expr(a) for a in c.args]
         tmpl = row.scalar
         if row.compute is Compute.F64:
+            if c.op in _TO32 and (c.dtype.name == "float32" or c.dtype.is_narrow_float):
+                tmpl = _TO32[c.op]
             body = tmpl.format(*[f"np.float64({a})" for a in args])
             return self.round64(body, c.dtype)
         body = tmpl.format(*args)

@@ -181,6 +181,13 @@ def emit_reduce(em: Emitter, w: Writer, s: Reduce) -> None:
                       if dt.is_float else identity(s.kind, dt), dt) if s.clear
              else em.load(s.dst.buffer, didx))
     w.line(f"{acc} = {start}")
+    lanes = _lanes_call(em, src, s, t, out_dims, acc)
+    if lanes is not None:
+        w.line(f"{acc} = {lanes}")
+        for line in em.store(s.dst.buffer, didx, acc):
+            w.line(line)
+        w.depth = depth
+        return
     k = em.names.temp("k")
     w.line(f"for {k} in range({src.exts[s.dim]}):")
     x = em.cast(em.load(s.src.buffer, src.index(t + [k], out_dims + [s.dim])),
@@ -191,6 +198,23 @@ def emit_reduce(em: Emitter, w: Writer, s: Reduce) -> None:
     for line in em.store(s.dst.buffer, didx, acc):
         w.line(line)
     w.depth = depth
+
+
+_LANES = {ReduceKind.MAX: "_max_lanes", ReduceKind.MIN: "_min_lanes"}
+
+
+def _lanes_call(em: Emitter, src: Side, s: Reduce, t: list[str], out_dims: list[int],
+                acc: str) -> str | None:
+    """A float max/min over a block-local array row, as runtime.py's 8-chain helper (same
+    bits as the serial fold; the chain of dependent compares is what made it slow)."""
+    dt = s.dst.dtype
+    if (s.kind not in _LANES or src.is_global or src.ref.kind != "array"
+            or s.src.dtype != dt or dt.name not in ("float32", "float64")):
+        return None
+    idx = src.index(t, out_dims)
+    st, ext = src.starts[s.dim], src.exts[s.dim]
+    idx[s.dim] = f":{ext}" if st == "0" else f"{st}:{st} + {ext}"
+    return f"{_LANES[s.kind]}({src.ref.name}[{', '.join(idx)}], {acc})"
 
 
 def emit_cumsum(em: Emitter, w: Writer, s: Cumsum) -> None:

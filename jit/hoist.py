@@ -1,0 +1,131 @@
+"""Loop-invariant loads: which element loads of a loop body the JIT reads once, before the loop.
+
+`x[i, j] = x[i, j] / row_sum[i]` inside `for j` reloads `row_sum[i]` on every iteration:
+LLVM cannot prove that the store to `x` leaves `row_sum` alone (both are arrays Numba
+allocated), so the loop stays scalar. Reading `row_sum[i]` once before the loop gives the
+same value (nothing in the loop writes that buffer) and lets the loop vectorise.
+
+A load is hoisted out of a loop when all of these hold, so the program reads the same
+value at the same or an earlier point where the read was going to happen anyway:
+- it sits in a statement of the loop's own body (a Store or Let) that runs on every
+  iteration, not under an `if`, not in a conditional operand (the branches of `select`,
+  the right side of `and` / `or`), and the loop runs at least once (constant bounds);
+- its indices use only variables bound outside the loop, and no loads;
+- no statement anywhere in the loop writes its buffer or a buffer sharing its storage
+  (re-views through `T.Tensor(..., buf.data)` are followed to their root).
+Decides nothing about values: the hoisted read is the same expression, emitted earlier.
+"""
+
+from __future__ import annotations
+
+from tilepy.ir.expr import Buffer, Call, Const, Load, Var
+from tilepy.ir.ops import Op
+from tilepy.ir.stmt import (
+    Alloc,
+    AtomicAdd,
+    Copy,
+    Cumsum,
+    Fill,
+    For,
+    Gemm,
+    Let,
+    Reduce,
+    Store,
+    walk,
+)
+
+# operand positions evaluated only conditionally in the generated Python
+_LAZY = {Op.SELECT: (1, 2), Op.AND: (1,), Op.OR: (1,)}
+
+
+def _root(b: Buffer) -> str:
+    while b.data is not None:
+        b = b.data
+    return b.name
+
+
+def _written_roots(body) -> set[str]:
+    out: set[str] = set()
+    for s in walk(body):
+        if isinstance(s, Store):
+            out.add(_root(s.buffer))
+        elif isinstance(s, (Copy, Fill, Reduce, Cumsum, AtomicAdd)):
+            out.add(_root(s.dst.buffer))
+        elif isinstance(s, Gemm):
+            out.add(_root(s.c.buffer))
+        elif isinstance(s, Alloc):
+            out.add(_root(s.buffer))
+    return out
+
+
+def _bound_inside(loop: For) -> set[str]:
+    out = {loop.var.name}
+    for s in walk(loop.body):
+        if isinstance(s, For):
+            out.add(s.var.name)
+        elif isinstance(s, Let):
+            out.add(s.var.name)
+    return out
+
+
+def _free_vars(e, acc: set[str]) -> bool:
+    """Collect e's variables into acc; False if e contains a load."""
+    if isinstance(e, Var):
+        acc.add(e.name)
+        return True
+    if isinstance(e, Load):
+        return False
+    if isinstance(e, Call):
+        return all(_free_vars(a, acc) for a in e.args)
+    return True
+
+
+def _eager_loads(e, out: list) -> None:
+    """The loads of e that the generated expression always evaluates."""
+    if isinstance(e, Load):
+        out.append(e)
+        for i in e.indices:
+            _eager_loads(i, out)
+    elif isinstance(e, Call):
+        lazy = _LAZY.get(e.op, ())
+        for k, a in enumerate(e.args):
+            if k not in lazy:
+                _eager_loads(a, out)
+
+
+def runs_at_least_once(loop: For) -> bool:
+    parts = (loop.start, loop.stop, loop.step)
+    if not all(isinstance(p, Const) for p in parts):
+        return False
+    start, stop, step = (int(p.value) for p in parts)
+    return step > 0 and stop > start
+
+
+def invariant_loads(loop: For, outer_vars: set[str]) -> list[Load]:
+    """The loads of `loop`'s body that can be read once before it (see the module doc),
+    in first-use order, without duplicates."""
+    if not runs_at_least_once(loop):
+        return []
+    written = _written_roots(loop.body)
+    inside = _bound_inside(loop)
+    found: list[Load] = []
+    for s in loop.body:
+        if isinstance(s, Store):
+            exprs = [s.value, *s.indices]
+        elif isinstance(s, Let):
+            exprs = [s.value]
+        else:
+            continue
+        for e in exprs:
+            _eager_loads(e, found)
+    out: list[Load] = []
+    for ld in found:
+        if ld in out or _root(ld.buffer) in written:
+            continue
+        names: set[str] = set()
+        if not all(_free_vars(i, names) for i in ld.indices):
+            continue
+        if names & inside or not names <= outer_vars:
+            continue
+        out.append(ld)
+    return out

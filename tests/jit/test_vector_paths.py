@@ -1,0 +1,255 @@
+"""The JIT's vectorising paths keep the interpreter's bits: the float64 `exp` of jit/mathlib.py
+(results rounded to float32 or narrower), max/min reductions over 8 chains
+(runtime._max_lanes), and loads read once before a loop (jit/hoist.py).
+
+Each test feeds the cases where a shortcut would show: NaN, infinities, signed zeros,
+values at the float32 overflow and underflow edges, lengths that are not a multiple of
+8, loops that write the buffer they read, and reads that only happen under a condition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilepy
+import tilepy.language as T
+from tests.jit.oracle import assert_agree, assert_same_bits, bits
+
+# ------------------------------------------------------------------ exp (jit/mathlib.py)
+
+EDGES = np.array([
+    0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-300, -1e-300, 5e-324,
+    88.72283172607422, 88.72283935546875, 88.7228, 89.0, 709.0, 710.0, 1e300,
+    -87.33654022216797, -103.27892303466797, -103.97207641601562, -104.0, -104.5,
+    -150.0, -200.0, -201.0, 200.0, 201.0, -745.2, -1e300,
+    0.34657359027997264, -0.34657359027997264, 0.6931471805599453,
+], dtype=np.float64)
+
+
+@pytest.fixture(scope="module")
+def exp_to32():
+    import numba
+
+    from tilepy.jit.mathlib import numba_math
+
+    f = numba_math()["_exp_to32"]
+
+    @numba.njit
+    def each(x, out):
+        for i in range(x.shape[0]):
+            out[i] = f(x[i])
+
+    def run(x):
+        out = np.empty_like(x)
+        each(x, out)
+        return out
+
+    return run
+
+
+def test_exp_is_within_one_ulp_of_float64_on_the_float32_range(exp_to32):
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-110.0, 95.0, 1 << 20), rng.uniform(-1, 1, 1 << 18),
+                        EDGES[np.isfinite(EDGES) & (np.abs(EDGES) < 200)]])
+    got = exp_to32(x)
+    true = np.exp(x.astype(np.longdouble))  # long double: 11 more bits than the result
+    err = np.abs((got.astype(np.longdouble) - true) / np.spacing(got).astype(np.longdouble))
+    assert float(err.max()) < 1.05, float(err.max())
+    assert 0.2 < float(err.mean()) < 0.35  # a real approximation, not a copy of libm
+
+
+def test_exp_rounded_to_float32_is_the_correctly_rounded_result(exp_to32):
+    rng = np.random.default_rng(8)
+    with np.errstate(over="ignore"):
+        x32 = np.concatenate([(rng.standard_normal(1 << 21) * 30).astype(np.float32),
+                              rng.uniform(-104.5, 89.5, 1 << 20).astype(np.float32),
+                              EDGES.astype(np.float32)])
+        x = x32.astype(np.float64)
+        got = exp_to32(x).astype(np.float32)
+        want = np.exp(x.astype(np.longdouble)).astype(np.float32)
+    nan = np.isnan(x)
+    assert np.array_equal(bits(got[~nan]), bits(want[~nan]))
+    assert np.isnan(got[nan]).all()
+
+
+def test_exp_keeps_a_nan_payload_and_sign(exp_to32):
+    x = np.array([np.nan, -np.nan], dtype=np.float64)
+    x.view(np.uint64)[0] |= np.uint64(12345)
+    assert np.array_equal(bits(exp_to32(x)), bits(x))
+
+
+N_EW = 64
+
+
+@T.prim_func
+def transcendentals(X: T.Tensor((N_EW,), "float32"), E32: T.Tensor((N_EW,), "float32"),
+                    S32: T.Tensor((N_EW,), "float32"), EB: T.Tensor((N_EW,), "bfloat16"),
+                    E8: T.Tensor((N_EW,), "float8_e4m3fn"),
+                    E64: T.Tensor((N_EW,), "float64")):
+    with T.Kernel(1) as _:
+        for i in T.Parallel(N_EW):
+            E32[i] = T.exp(X[i])
+            S32[i] = T.sigmoid(X[i])
+            EB[i] = T.exp(T.cast(X[i], "bfloat16"))
+            E8[i] = T.exp(T.cast(X[i], "float8_e4m3fn") * T.cast(0.25, "float8_e4m3fn"))
+            E64[i] = T.exp(T.cast(X[i], "float64"))
+
+
+def _outs():
+    import ml_dtypes
+
+    return {"E32": np.zeros(N_EW, np.float32), "S32": np.zeros(N_EW, np.float32),
+            "EB": np.zeros(N_EW, ml_dtypes.bfloat16),
+            "E8": np.zeros(N_EW, ml_dtypes.float8_e4m3fn), "E64": np.zeros(N_EW, np.float64)}
+
+
+@pytest.mark.parametrize("tier", ["numba", "py"])
+def test_exp_and_sigmoid_agree_with_the_interpreter(tier):
+    src = tilepy.jit.source(transcendentals.func)
+    assert "_exp_to32(" in src and "math.exp(" in src  # float64 results keep libm
+    rng = np.random.default_rng(3)
+    with np.errstate(over="ignore"):
+        edges = EDGES.astype(np.float32)
+    for trial in range(4):
+        x = (rng.standard_normal(N_EW) * (4, 30, 60, 100)[trial]).astype(np.float32)
+        x[: len(edges)] = edges if trial == 0 else x[: len(edges)]
+        assert_agree(transcendentals.func, {"X": x, **_outs()}, {}, tier=tier,
+                     ulp_for=("E64",))
+
+
+# ------------------------------------------------------------------ max / min reductions
+
+def _reducer(kind: str, dtype: str, n: int, clear: bool):
+    @T.prim_func
+    def reduce_rows(X: T.Tensor((4, n), dtype), Y: T.Tensor((4,), dtype)):
+        with T.Kernel(1) as _:
+            x = T.alloc_fragment((4, n), dtype)
+            y = T.alloc_fragment((4,), dtype)
+            T.copy(X[0, 0], x)
+            T.copy(Y[0], y)
+            if kind == "max":
+                T.reduce_max(x, y, dim=1, clear=clear)
+            else:
+                T.reduce_min(x, y, dim=1, clear=clear)
+            T.copy(y, Y[0])
+
+    return reduce_rows
+
+
+def _rows(rng, n: int, dtype) -> list[np.ndarray]:
+    """4-row inputs: random; NaNs (payloads differ) early, late, in the tail; zeros of both
+    signs as the extreme; all equal; infinities."""
+    r = rng.standard_normal((4, n)).astype(dtype)
+    nan = r.copy()
+    nan[0, 1], nan[1, n - 1], nan[2, n // 2] = np.nan, -np.nan, np.nan
+    nan.view(f"u{nan.itemsize}")[2, n // 2] |= 7
+    zeros = np.where(rng.random((4, n)) < 0.5, -0.0, 0.0).astype(dtype)
+    zeros[0] = 0.0
+    zeros[1] = -0.0
+    neg = -np.abs(r)
+    neg[:, rng.integers(0, n, 4)] = -0.0  # -0 and +0 compete with negatives
+    neg[0, 0] = 0.0
+    if n > 9:  # the first zero sits in a later chain than a zero of the other sign
+        neg[1, 3], neg[1, 8] = -0.0, 0.0
+        neg[2, 2], neg[2, 9] = 0.0, -0.0
+    same = np.full((4, n), 1.5, dtype)
+    inf = r.copy()
+    inf[0, :] = -np.inf
+    inf[1, 3] = np.inf
+    inf[2, :] = np.inf
+    return [r, nan, zeros, neg, -neg, same, inf]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_max_min_reductions_over_chains_keep_the_serial_fold(kind, dtype):
+    rng = np.random.default_rng(11)
+    npdt = np.dtype(dtype)
+    for n, clear in ((37, True), (64, False), (5, True)):
+        k = _reducer(kind, dtype, n, clear)
+        if n >= 8:
+            assert f"_{kind}_lanes(" in tilepy.jit.source(k.func)
+        for x in _rows(rng, n, npdt):
+            for y0 in (np.zeros(4, npdt), np.array([np.nan, -0.0, 0.0, -np.inf], npdt)):
+                assert_agree(k.func, {"X": x, "Y": y0.copy()}, {})
+                a = {"X": x, "Y": y0.copy()}
+                tilepy.jit.run(k.func, a, {})
+                if not clear:  # the start value takes part: check one case by hand
+                    fold = y0.copy()
+                    for i in range(4):
+                        for v in x[i]:
+                            a_ = fold[i]
+                            better = (a_ >= v or a_ != a_) if kind == "max" else \
+                                (a_ <= v or a_ != a_)
+                            fold[i] = a_ if better else v
+                    nan = np.isnan(fold)
+                    assert np.array_equal(np.isnan(a["Y"]), nan)
+                    assert_same_bits(fold[~nan], a["Y"][~nan], f"{kind} fold")
+
+
+# ------------------------------------------------------------------ hoisted loads
+
+@T.prim_func
+def scale_rows(X: T.Tensor((8, 32), "float32"), S: T.Tensor((8,), "float32"),
+               Y: T.Tensor((8, 32), "float32")):
+    with T.Kernel(1) as _:
+        x = T.alloc_fragment((8, 32), "float32")
+        s = T.alloc_fragment((8,), "float32")
+        T.copy(X[0, 0], x)
+        T.copy(S[0], s)
+        for i, j in T.Parallel(8, 32):
+            x[i, j] = x[i, j] / s[i]
+        T.copy(x, Y[0, 0])
+
+
+@T.prim_func
+def running(X: T.Tensor((16,), "float32"), Y: T.Tensor((16,), "float32")):
+    with T.Kernel(1) as _:
+        acc = T.alloc_fragment((1,), "float32")
+        alias = T.Tensor((1,), "float32", acc.data)
+        T.clear(acc)
+        for j in T.serial(16):
+            alias[0] = acc[0] * 0.5 + X[j]  # acc is written through its re-view
+            Y[j] = acc[0]
+
+
+@T.prim_func
+def guarded(X: T.Tensor((16,), "float32"), K: T.Tensor((1,), "int32"),
+            Y: T.Tensor((16,), "float32")):
+    with T.Kernel(1) as _:
+        x = T.alloc_fragment((16,), "float32")
+        T.copy(X[0], x)
+        for j in T.Parallel(16):
+            if K[0] < 16:
+                Y[j] = x[K[0]] + x[j]  # x[K[0]] is read only when K[0] is in range
+            else:
+                Y[j] = x[j]
+
+
+@pytest.mark.parametrize("tier", ["numba", "py"])
+def test_a_load_the_loop_never_writes_is_read_once(tier):
+    src = tilepy.jit.source(scale_rows.func)
+    assert "read once" in src
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 32)).astype(np.float32)
+    s = rng.standard_normal(8).astype(np.float32)
+    s[0], s[1] = 0.0, -0.0
+    assert_agree(scale_rows.func, {"X": x, "S": s, "Y": np.zeros_like(x)}, {}, tier=tier)
+
+
+@pytest.mark.parametrize("tier", ["numba", "py"])
+def test_loads_of_written_or_conditionally_read_buffers_stay_in_the_loop(tier):
+    assert "read once" not in tilepy.jit.source(running.func)
+    assert "read once" not in tilepy.jit.source(guarded.func)
+    x = np.arange(1, 17, dtype=np.float32)
+    a = {"X": x, "Y": np.zeros(16, np.float32)}
+    tilepy.jit.run(running.func, a, {}, tier=tier)
+    want, acc = np.zeros(16, np.float32), np.float32(0)
+    for j in range(16):
+        acc = np.float32(acc * np.float32(0.5) + x[j])
+        want[j] = acc
+    assert_same_bits(want, a["Y"], "running")
+    for k in (3, 1000):
+        assert_agree(guarded.func, {"X": x, "K": np.array([k], np.int32),
+                                    "Y": np.zeros(16, np.float32)}, {}, tier=tier)
