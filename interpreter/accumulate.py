@@ -64,12 +64,13 @@ def gemm(ctx: Ctx, s: Gemm, sel, mask) -> None:
     b = _values(ctx, tb, s.b.buffer.dtype, cdt).reshape(tb.n, br, bc)
     at = a if s.transpose_a else a.transpose(0, 2, 1)  # (n, K, M)
     bt = b.transpose(0, 2, 1) if s.transpose_b else b  # (n, K, N)
+    bt = np.ascontiguousarray(bt)  # rows of b are the products' inner loop; a gives scalars
     acc = _in_place(ctx, s, tc, cdt, m, n)
     if acc is not None:
-        _gemm_steps(np.ascontiguousarray(at), np.ascontiguousarray(bt), acc, cdt)
+        _gemm_steps(at, bt, acc, cdt)
     else:
         acc = _accumulator(ctx, s, tc, cdt, m, n)
-        _gemm_steps(np.ascontiguousarray(at), np.ascontiguousarray(bt), acc, cdt)
+        _gemm_steps(at, bt, acc, cdt)
         regions.write(ctx, tc, access.to_storage(acc, cdt, cdt).reshape((tc.n,) + tc.ext))
     _trace_gemm(ctx, s, tc, m, n, k)
 
@@ -107,10 +108,16 @@ def _gemm_steps(at: np.ndarray, bt: np.ndarray, acc: np.ndarray, cdt: DType) -> 
             acc[...] = reference(Op.ADD, [acc, p], (cdt, cdt), cdt)
         return
     with np.errstate(all="ignore"):  # IEEE overflow / inf - inf are values, not errors
-        if acc.shape[1] * acc.shape[2] == 1 or np.any((acc == 0) & np.signbit(acc)):
+        if acc.shape[1] * acc.shape[2] == 1 or _has_minus_zero(acc):
             _signed_steps(at, bt, acc)  # 1x1: k would be the innermost axis of the reduce
         else:
             _product_steps(at, bt, acc)
+
+
+def _has_minus_zero(x: np.ndarray) -> bool:
+    """Whether x holds a -0: its bits, read as a signed integer, are the smallest one."""
+    ints = x.view(np.int32 if x.dtype.itemsize == 4 else np.int64)
+    return ints.size > 0 and int(ints.min()) == np.iinfo(ints.dtype).min
 
 
 def _signed_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
