@@ -173,7 +173,9 @@ def _spread(ratios) -> str:
 def model_table(title, p, fit) -> str:
     sa, sb, sg = fit["sweep_fit"]
     shared = (f"; shared-memory path: latency {fit['latency'] * 1e6:.1f} us (4-byte "
-              f"allreduce), memory {_gbs(fit['beta_mem'])} (every rank copying 1/p of 256 MiB)"
+              f"allreduce), memory {_gbs(fit['beta_mem'])} (every rank copying 1/p of 256 MiB); "
+              "at each size's working set, every rank adding at once: " + ", ".join(
+                  f"{n} B {_gbs(b)}" for n, b in fit["beta_mem_at"].items())
               if fit["shared"] else "")
     lines = [f"## cost model vs measured: {title}, {p} ranks (medians of {fit['rounds']} "
              "rounds)",

@@ -3,9 +3,10 @@ predictions with measured ping-pongs and allreduce sweeps.
 
 alpha and beta come from a ping-pong, gamma from timed adds, the per-call overhead from an
 allreduce on a 1-rank communicator, oversubscription from ranks per core; for the local
-backend's shared-memory path, the memory rate from every rank copying at once and the
-latency from a 4-byte allreduce. None is fitted to the allreduce sweep that they predict
-(`fit_from_sweep` does that, as a diagnostic only).
+backend's shared-memory path, the memory rate from every rank copying at once (and, in
+`predicted_vs_measured`, from every rank adding arrays at once over the same working set
+as each allreduce size) and the latency from a 4-byte allreduce. None is fitted to the
+allreduce sweep that they predict (`fit_from_sweep` does that, as a diagnostic only).
 Call the functions on every rank inside `launch` (they are collective); rank 0's return
 value holds the numbers. Times are medians of `reps` runs after one warm-up.
 """
@@ -134,6 +135,24 @@ def measure_copy_beta(comm, nbytes: int = 256 << 20, reps: int = 5) -> float:
     return float(np.median([copy() for _ in range(reps)])) / (2 * a.size * comm.size)
 
 
+def measure_add_beta(comm, nbytes: int, reps: int = 5) -> float:
+    """Seconds per byte moved when every rank adds two float32 arrays into a third at once,
+    `nbytes` touched in all (2/3 read, 1/3 written): the shared-memory allreduce's memory
+    rate for a working set of that size, caches included. Collective."""
+    per = max(1, nbytes // (3 * 4 * comm.size))
+    a, b, c = (np.ones(per, np.float32) for _ in range(3))
+
+    def add():
+        comm.barrier()  # start together; time the add alone (a barrier costs more than a
+        t0 = time.perf_counter()  # small add), the slowest rank's
+        np.add(a, b, out=c)
+        t = time.perf_counter() - t0
+        return float(comm.allgather(np.array([t])).max())
+
+    add()
+    return float(np.median([add() for _ in range(reps)])) / (3 * 4 * per * comm.size)
+
+
 def cores() -> int:
     """CPUs this process may run on."""
     try:
@@ -233,10 +252,21 @@ def predict(params: dict, alg: str, p: int, n: float, model: str = "full") -> fl
     if model == "plain":
         return flat_cost(alg, p, n, a, b, g)
     if params["shared"] and alg in SHARED_ALGORITHMS:
-        return shared_cost(p, n, params["latency"], params["beta_mem"])
+        beta_mem = params.get("beta_mem_at", {}).get(n, params["beta_mem"])
+        return shared_cost(p, n, params["latency"], beta_mem)
     o = params["oversubscription"]
     a, b = piece_for(params.get("pieces") or [(float("inf"), a, b)], largest_message(alg, p, n))
     return params["overhead"] + flat_cost(alg, p, n, a * o, b * o, g * o)
+
+
+def _measure_at(comm, sizes, measure_args) -> dict:
+    """measure(), and on the shared-memory path the memory rate at each size's working
+    set ((p + 1) n bytes, as the allreduce touches)."""
+    params = measure(comm, **measure_args)
+    if params["shared"]:
+        params["beta_mem_at"] = {n: measure_add_beta(comm, (comm.size + 1) * n)
+                                 for n in sizes}
+    return params
 
 
 def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5, rounds: int = 1,
@@ -245,8 +275,8 @@ def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5, rounds: int = 
     figure is the median over rounds). Rows: ping-pong (bytes, one line s, pieces s,
     measured s) and allreduce (alg, bytes, plain predicted s, full predicted s, sweep-fit
     s, measured s)."""
-    runs = [(measure(comm, **measure_args), allreduce_sweep(comm, sizes, algorithms, reps))
-            for _ in range(rounds)]
+    runs = [(_measure_at(comm, sizes, measure_args),
+             allreduce_sweep(comm, sizes, algorithms, reps)) for _ in range(rounds)]
     params = {k: (float(np.median([r[0][k] for r in runs])) if isinstance(v, float) else v)
               for k, v in runs[0][0].items()}
     params["pingpong"] = [(n, float(np.median([r[0]["pingpong"][i][1] for r in runs])))
@@ -258,6 +288,9 @@ def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5, rounds: int = 
              flat_cost(alg, p, n, *sweep_fit), measured[(alg, n)])
             for (alg, n) in measured]
     params["pieces"] = fit_pieces(params["pingpong"])  # of the median ping-pong
+    if params["shared"]:
+        params["beta_mem_at"] = {n: float(np.median([r[0]["beta_mem_at"][n] for r in runs]))
+                                 for n in sizes}
     pp_rows = [(n, params["alpha"] + n * params["beta"], message_cost(params["pieces"], n), t)
                for n, t in params["pingpong"]]
     return {**params, "sweep_fit": sweep_fit, "rows": rows, "pingpong_rows": pp_rows,

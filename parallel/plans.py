@@ -13,7 +13,7 @@ from tilepy.parallel.chunking import COUNTS, balanced, offsets
 from tilepy.parallel.ops import combine
 
 DEST = -1  # a step operand/result naming the destination block; -2 - k is scratch row k
-BLOCK_BYTES = 512 << 10  # per evaluated block: the block and a scratch row stay in L2 (2 MiB)
+BLOCK_BYTES = 256 << 10  # a block and a scratch row of two ranks sharing a core fit in L2 (2 MiB)
 
 
 def fold(trees: list) -> object:
@@ -115,8 +115,9 @@ def reduce_range(xs: list, dest, segments: list[tuple], lo: int, hi: int, op: st
             continue
         steps, rows = compile_tree(tree)
         buf = scratch(rows, block, dest.dtype) if rows else None
-        for u in range(a, b, block):
-            v = min(u + block, b)
+        step = block if len(steps) > 1 else b - a  # one step has no partials to keep
+        for u in range(a, b, step):
+            v = min(u + step, b)
             k = v - u
             refs = {DEST: dest[u:v]}
             for i in range(rows):

@@ -64,6 +64,10 @@ def test_predict_plain_and_full_models():
     # the shared-memory path: latency + (p + 1) n bytes of memory traffic
     assert calibrate.predict(shared, "tree", 4, n) == pytest.approx(7e-5 + 5 * n * 1e-10)
     assert calibrate.predict(shared, "ring", 1, n) == pytest.approx(7e-5 + 2 * n * 1e-10)
+    # a rate measured at this size's working set replaces the 256 MiB one
+    at = {**shared, "beta_mem_at": {n: 3e-11}}
+    assert calibrate.predict(at, "ring", 4, n) == pytest.approx(7e-5 + 5 * n * 3e-11)
+    assert calibrate.predict(at, "ring", 4, 2 * n) == pytest.approx(7e-5 + 10 * n * 1e-10)
 
 
 def test_measure_and_predicted_vs_measured_on_local_ranks():
@@ -79,6 +83,7 @@ def test_measure_and_predicted_vs_measured_on_local_ranks():
         assert fit["oversubscription"] == max(1.0, 3 / calibrate.cores())
         assert fit["gamma"] > 0 and fit["overhead"] > 0
         assert (fit["beta_mem"] > 0) is shared and (fit.get("latency", 0) > 0) is shared
+        assert sorted(fit.get("beta_mem_at", {})) == ([64, 4096] if shared else [])
         assert [r[:2] for r in fit["rows"]] == [("ring", 64), ("tree", 64), ("ring", 4096),
                                                 ("tree", 4096)]
         for _alg, _n, plain, full, _swept, meas in fit["rows"]:
