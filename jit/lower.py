@@ -29,9 +29,11 @@ from tilepy.ir.stmt import (
     Reduce,
     Store,
     While,
-    walk,
 )
 from tilepy.ir.types import Scope, compute_dtype
+from tilepy.jit import atomics
+from tilepy.jit.bounds import CheckedEmitter, Faults, var_ranges
+from tilepy.jit.faults import FAULT_COLS
 from tilepy.jit.gemm import emit_gemm
 from tilepy.jit.hoist import invariant_loads
 from tilepy.jit.scalars import BufRef, Emitter, np_name, storage_codec
@@ -125,18 +127,16 @@ def _launch(em: Emitter, w: Writer, s: Launch) -> None:
     fname = em.names.temp("block")
     outer = [r.name for r in em.bufs.values()] + list(dict.fromkeys(em.vars.values()))
     pack = em.names.temp("args")
-    # one tuple into the prange body: Numba's parallel lowering cost grows with live-ins
-    w.line(f"{pack} = ({', '.join(grid + outer)},)")
-    loop = "range" if _serial(s) else "prange"
-    w.line(f"for {blk} in {loop}({' * '.join(grid) or '1'}):")
-    w.line(f"    {fname}({blk}, {pack})")
+    plan = atomics.plan(s, em)
+    faults = Faults(em.names.temp("flt"), blk)
     bw = Writer()
     em.block_writers.append((fname, bw))
     saved = dict(em.vars), dict(em.bufs)
     bw.line(f"def {fname}({blk}, {pack}):")
     with bw.indent():
         bw.line('"""One block of the launch below."""')
-        bw.line(f"{', '.join(grid + outer)}, = {pack}")
+        unpack = len(bw.lines)
+        bw.line("")  # the unpacking, once the block's extra arrays are known
         div = ""
         em.block_vars = []
         for v, g in zip(s.block_vars, grid):
@@ -144,14 +144,47 @@ def _launch(em: Emitter, w: Writer, s: Launch) -> None:
             em.block_vars.append(py)
             bw.line(f"{py} = {np_name(v.dtype)}({blk}{div} % {g})")
             div += f" // {g}"
-        _body(em, bw, s.body)
+        bem = CheckedEmitter.inside(em, ranges=var_ranges(s.body, s.block_vars),
+                                    faults=faults, logs=plan.logs)
+        for log in plan.logs.values():
+            bw.line(f"{log.n} = np.int64(0)")
+        _body(bem, bw, s.body)
+        for log in plan.logs.values():
+            bw.line(f"{log.count}[{blk}] = {log.n}")
     em.vars, em.bufs = saved
+    extra = [a for log in plan.logs.values() for a in log.arrays()]
+    extra += [faults.flt] if faults.sites else []
+    bw.lines[unpack] = f"    {', '.join(grid + outer + extra)}, = {pack}"
+    _launch_loop(em, w, s, grid, plan, faults, (blk, fname, pack, outer + extra))
 
 
-def _serial(s: Launch) -> bool:
-    """Launches with atomics or prints run their blocks in order (block-ordered atomics,
-    ordered output); all others are parallel."""
-    return any(isinstance(x, (AtomicAdd, Print)) for x in walk(s.body))
+def _launch_loop(em: Emitter, w: Writer, s: Launch, grid, plan, faults, names) -> None:
+    """The entry's side of a launch: logs and fault record, the block loop (`prange`
+    unless the plan says serial), then the fault check and the logs' replay."""
+    blk, fname, pack, args = names
+    nblocks = em.names.temp("nb")
+    w.line(f"{nblocks} = np.int64({' * '.join(grid) or '1'})")
+    for log in plan.logs.values():
+        for line in atomics.alloc_lines(log, nblocks):
+            w.line(line)
+    if faults.sites:
+        w.line(f"{faults.flt} = np.zeros((_fault_rows(), {FAULT_COLS}), np.int64)")
+    # one tuple into the prange body: Numba's parallel lowering cost grows with live-ins
+    w.line(f"{pack} = ({', '.join(grid + args)},)")
+    if plan.serial:
+        w.comment(f"blocks run in order (range): {plan.serial}")
+    elif plan.logs:
+        w.comment("atomic adds go to per-block logs, replayed in block order below")
+    w.line(f"for {blk} in {'range' if plan.serial else 'prange'}({nblocks}):")
+    w.line(f"    {fname}({blk}, {pack})")
+    if faults.sites:
+        check = em.names.temp("faults")
+        em.block_writers.append((check, faults.raise_function(check, grid)))
+        w.line(f"{check}({', '.join([faults.flt] + grid)})")
+    for log in plan.logs.values():
+        replay = em.names.temp("replay")
+        em.block_writers.append((replay, atomics.replay_function(em, replay, log, "_dst")))
+        w.line(f"{replay}({', '.join(log.arrays())}, {em.ref(log.buf).name})")
 
 
 def _alloc(em: Emitter, w: Writer, s: Alloc) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tilepy.errors import LoweringError
 from tilepy.ir.expr import Const, Region
+from tilepy.jit.bounds import check_region
 from tilepy.jit.scalars import BufRef, Emitter
 from tilepy.jit.source import Writer
 
@@ -50,6 +51,8 @@ def bind_side(em: Emitter, w: Writer, region: Region, hint: str) -> Side:
         exts.append(em.expr(e) if isinstance(e, Const) else _bind(em, w, e, "n"))
     if ref.kind == "scalar":
         return Side(region, ref, [], [], [])
+    if ref.kind == "array":  # once per op; the op's element loops then need no checks
+        check_region(em, w, region, starts, exts, "write" if hint == "d" else "read")
     dims = [d for d, e in enumerate(region.extents) if not _is_one(e)]
     return Side(region, ref, starts, exts, dims)
 

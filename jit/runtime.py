@@ -14,6 +14,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from tilepy.jit import faults
+
 # numpy (the interpreter) gives x86's default NaN, sign bit set, for invalid operations
 _NAN = -math.nan
 
@@ -279,6 +281,7 @@ def py_namespace(codecs: tuple[tuple[str, str], ...]) -> dict:
           "_bits32": _bits32, "_from_bits32": _from_bits32}
     for kind, fmt in codecs:
         ns[codec_name(kind, fmt)] = _py_codec(fmt, kind)
+    ns.update(faults.py_helpers())
     return ns
 
 
@@ -349,4 +352,5 @@ def numba_namespace(codecs: tuple[tuple[str, str], ...]) -> dict:
     ns = {"np": np, "math": math, "prange": numba.prange, **_numba_helpers(), **numba_math()}
     for kind, fmt in codecs:
         ns[codec_name(kind, fmt)] = _numba_codec(kind, fmt)
+    ns.update(faults.numba_helpers())
     return ns

@@ -120,11 +120,24 @@ def emit_atomic_add(em: Emitter, w: Writer, s: AtomicAdd) -> None:
     idx, t, depth = _each(em, w, dst)
     if val is not None:
         v = em.cast(em.load(s.value.buffer, val.index(t)), s.value.dtype, dt)
+    log = getattr(em, "logs", {}).get(_root(s.dst.buffer).name) if dst.is_global else None
+    if log is not None:  # a parallel launch: the add goes to the block's log (atomics.py)
+        for line in log.append(em, dst.ref.name, s.dst.buffer.ndim, idx, v,
+                               em.faults.blk):
+            w.line(line)
+        w.depth = depth
+        return
     cur = em.load_unguarded(s.dst.buffer, idx)
     total = combine(em, Op.ADD, cur, v, dt)
     for line in em.store(s.dst.buffer, idx, total, guarded=False):
         w.line(line)
     w.depth = depth
+
+
+def _root(buf):
+    while buf.data is not None:
+        buf = buf.data
+    return buf
 
 
 def combine(em: Emitter, op: Op, a: str, b: str, dt: DType) -> str:

@@ -1,0 +1,270 @@
+"""Deterministic T.atomic_add in parallel launches: per-block logs applied in block order.
+
+The interpreter applies atomic adds in block order, then program order (ir/stmt.py). A
+launch whose atomic destinations are global and otherwise untouched runs its blocks in
+parallel; each atomic add appends (flat index, value) to its block's log instead of
+updating the destination, and after the launch one serial pass replays the logs block by
+block: the same adds in the same order with the same rounding. Owns the decision (log or
+serial), the logs' static sizes and the replay; tiles.py emits the appends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
+from tilepy.ir.ops import Op
+from tilepy.ir.stmt import (
+    AtomicAdd,
+    Breakpoint,
+    Copy,
+    Cumsum,
+    Fill,
+    For,
+    Gemm,
+    If,
+    Launch,
+    Let,
+    Print,
+    Reduce,
+    Store,
+    While,
+    walk,
+)
+from tilepy.ir.types import Scope, compute_dtype
+from tilepy.jit.scalars import Emitter
+from tilepy.jit.source import Writer
+
+
+def root(buf: Buffer) -> Buffer:
+    """The buffer whose storage `buf` re-views (itself if none)."""
+    while buf.data is not None:
+        buf = buf.data
+    return buf
+
+
+@dataclass
+class Log:
+    """One atomic destination's per-block log: `idx[blk, k]` (flat element index) and
+    `val[blk, k]` (the value, already in the destination's dtype); `count[blk]` entries."""
+
+    buf: Buffer  # the root (a kernel parameter)
+    idx: str
+    val: str
+    count: str
+    n: str  # the block function's running count
+    cap: str  # entries per block (source, evaluated before the launch)
+
+    def arrays(self) -> list[str]:
+        return [self.idx, self.val, self.count]
+
+    def append(self, em: Emitter, name: str, ndim: int, idx: list[str], value: str,
+               blk: str) -> list[str]:
+        """Lines appending buf[idx] += value to the log (`name`: the buffer as the block
+        sees it, maybe a re-view: its flat index is the root's)."""
+        flat = f"np.int64({idx[0]})"
+        for d in range(1, ndim):
+            flat = f"({flat} * {name}.shape[{d}] + np.int64({idx[d]}))"
+        return [f"{self.idx}[{blk}, {self.n}] = {flat}",
+                f"{self.val}[{blk}, {self.n}] = {value}",
+                f"{self.n} += 1"]
+
+
+@dataclass
+class Plan:
+    """How a launch with atomics runs: `logs` by root name (parallel), or `serial` with the
+    reason (the blocks then run in order and add in place, as before)."""
+
+    logs: dict[str, Log]
+    serial: str | None
+
+
+def plan(s: Launch, em: Emitter) -> Plan:
+    """Decide log or serial for a launch; `em` is the emitter at the launch (its variables
+    are what the code before the launch can evaluate)."""
+    adds = [x for x in walk(s.body) if isinstance(x, AtomicAdd)]
+    prints = [x for x in walk(s.body) if isinstance(x, (Print, Breakpoint))]
+    if prints:
+        return Plan({}, "the launch prints: blocks run in order" if adds or prints else None)
+    if not adds:
+        return Plan({}, None)
+    dests = {root(a.dst.buffer).name: root(a.dst.buffer) for a in adds
+             if root(a.dst.buffer).scope is Scope.GLOBAL}
+    if not dests:
+        return Plan({}, None)
+    touched = _touched(s.body) & set(dests)
+    if touched:
+        return Plan({}, f"the launch also reads or writes {', '.join(sorted(touched))} "
+                        "outside its atomic adds, which must see earlier blocks' adds")
+    logs = {}
+    for name, buf in dests.items():
+        cap = _count(s.body, name, em)
+        if cap is None:
+            return Plan({}, f"the number of atomic adds to {name} per block is not known "
+                            "before the launch (a while loop, or loop bounds that depend on "
+                            "the block)")
+        t = em.names.temp
+        logs[name] = Log(buf, t("li"), t("lv"), t("ln"), t("nl"), str(cap))
+    return Plan(logs, None)
+
+
+# ---------------------------------------------------------------- who touches what
+
+
+def _exprs_loads(e, out: set[str]) -> None:
+    if isinstance(e, Load):
+        out.add(root(e.buffer).name)
+        for i in e.indices:
+            _exprs_loads(i, out)
+    elif isinstance(e, Call):
+        for a in e.args:
+            _exprs_loads(a, out)
+
+
+def _region_exprs(r: Region, out: set[str]) -> None:
+    for e in r.starts + r.extents:
+        _exprs_loads(e, out)
+
+
+def _touched(body) -> set[str]:
+    """Root buffers read or written by anything other than an atomic add's own update."""
+    out: set[str] = set()
+    for s in walk(body):
+        if isinstance(s, Store):
+            out.add(root(s.buffer).name)
+            _exprs_loads(s.value, out)
+            for i in s.indices:
+                _exprs_loads(i, out)
+        elif isinstance(s, (Let, If, While)):
+            _exprs_loads(s.value if isinstance(s, Let) else s.cond, out)
+        elif isinstance(s, For):
+            for e in (s.start, s.stop, s.step):
+                _exprs_loads(e, out)
+        elif isinstance(s, AtomicAdd):
+            _region_exprs(s.dst, out)
+            if isinstance(s.value, Region):
+                out.add(root(s.value.buffer).name)
+                _region_exprs(s.value, out)
+            else:
+                _exprs_loads(s.value, out)
+        elif isinstance(s, (Copy, Fill, Gemm, Reduce, Cumsum)):
+            regions = {Copy: ("src", "dst"), Fill: ("dst",), Gemm: ("a", "b", "c"),
+                       Reduce: ("src", "dst"), Cumsum: ("src", "dst")}[type(s)]
+            for f in regions:
+                r = getattr(s, f)
+                out.add(root(r.buffer).name)
+                _region_exprs(r, out)
+            if isinstance(s, Fill):
+                _exprs_loads(s.value, out)
+    return out
+
+
+# ---------------------------------------------------------------- static log sizes
+
+
+def _count(body, name: str, em: Emitter):
+    """An upper bound on the atomic element adds to `name` one block makes: an int, a
+    source expression evaluable before the launch, or None when there is none."""
+    total = 0
+    for s in body:
+        if isinstance(s, AtomicAdd) and root(s.dst.buffer).name == name:
+            n = 1
+            for e in s.dst.extents:
+                n = _mul(n, _before(e, em))
+            total = _add(total, n)
+        elif isinstance(s, For):
+            inner = _count(s.body, name, em)
+            if inner != 0:
+                total = _add(total, _mul(_trips(s, em), inner))
+        elif isinstance(s, If):
+            a, b = _count(s.then_body, name, em), _count(s.else_body, name, em)
+            total = _add(total, a if b == 0 else (b if a == 0 else _max(a, b)))
+        elif isinstance(s, While) and _count(s.body, name, em) != 0:
+            return None
+        if total is None:
+            return None
+    return total
+
+
+def _before(e, em: Emitter):
+    """e as an int or as source the code before the launch can evaluate, else None."""
+    if isinstance(e, Const):
+        return int(e.value)
+    if _free(e, em):
+        return f"np.int64({em.expr(e)})"
+    return None
+
+
+def _free(e, em: Emitter) -> bool:
+    if isinstance(e, Var):
+        return e.name in em.vars
+    if isinstance(e, Call):
+        return all(_free(a, em) for a in e.args)
+    return isinstance(e, Const)
+
+
+def _trips(s: For, em: Emitter):
+    if not isinstance(s.step, Const) or int(s.step.value) == 0:
+        return None
+    step = int(s.step.value)
+    a, b = _before(s.start, em), _before(s.stop, em)
+    if a is None or b is None:
+        return None
+    lo, hi = (a, b) if step > 0 else (b, a)
+    if isinstance(lo, int) and isinstance(hi, int):
+        return max(0, -(-(hi - lo) // abs(step)))
+    return f"max(0, ({hi} - {lo} + {abs(step) - 1}) // {abs(step)})"
+
+
+def _add(a, b):
+    if a is None or b is None:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    return f"({a} + {b})"
+
+
+def _mul(a, b):
+    if a is None or b is None:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    return f"({a} * {b})"
+
+
+def _max(a, b):
+    if a is None or b is None:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        return max(a, b)
+    return f"max({a}, {b})"
+
+
+# ---------------------------------------------------------------- replay
+
+
+def replay_function(em: Emitter, name: str, log: Log, target: str) -> Writer:
+    """`name(idx, val, count, target)`: the logged adds into `target` (the root array),
+    block by block, each log in order: the serial launch's adds, bit for bit."""
+    from tilepy.jit.tiles import combine
+
+    dt = log.buf.dtype
+    w = Writer()
+    w.line(f"def {name}({log.idx}, {log.val}, {log.count}, {target}):")
+    with w.indent():
+        w.line('"""Apply the logged atomic adds in block order, then program order."""')
+        w.line(f"_flat = {target}.reshape(({target}.size,))")
+        w.line(f"for _b in range({log.count}.shape[0]):")
+        w.line(f"    for _e in range({log.count}[_b]):")
+        w.line(f"        _i = {log.idx}[_b, _e]")
+        cur = em.decode("_flat[_i]", dt)
+        total = combine(em, Op.ADD, cur, f"{log.val}[_b, _e]", dt)
+        w.line(f"        _flat[_i] = {em.encode(total, dt)}")
+    return w
+
+
+def alloc_lines(log: Log, nblocks: str) -> list[str]:
+    dt = compute_dtype(log.buf.dtype)
+    return [f"{log.idx} = np.empty(({nblocks}, np.int64({log.cap})), np.int64)",
+            f"{log.val} = np.empty(({nblocks}, np.int64({log.cap})), np.{dt.name})",
+            f"{log.count} = np.zeros({nblocks}, np.int64)"]
