@@ -281,16 +281,18 @@ def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5, rounds: int = 
               for k, v in runs[0][0].items()}
     params["pingpong"] = [(n, float(np.median([r[0]["pingpong"][i][1] for r in runs])))
                           for i, (n, _) in enumerate(runs[0][0]["pingpong"])]
+    # the lines are fitted to the median ping-pong, before any prediction uses them
+    params["alpha"], params["beta"] = fit_alpha_beta(params["pingpong"])
+    params["pieces"] = fit_pieces(params["pingpong"])
+    if params["shared"]:
+        params["beta_mem_at"] = {n: float(np.median([r[0]["beta_mem_at"][n] for r in runs]))
+                                 for n in sizes}
     measured = {k: float(np.median([r[1][k] for r in runs])) for k in runs[0][1]}
     p = comm.size
     sweep_fit = fit_from_sweep(measured, p) if p > 1 else (0.0, 0.0, 0.0)
     rows = [(alg, n, predict(params, alg, p, n, "plain"), predict(params, alg, p, n),
              flat_cost(alg, p, n, *sweep_fit), measured[(alg, n)])
             for (alg, n) in measured]
-    params["pieces"] = fit_pieces(params["pingpong"])  # of the median ping-pong
-    if params["shared"]:
-        params["beta_mem_at"] = {n: float(np.median([r[0]["beta_mem_at"][n] for r in runs]))
-                                 for n in sizes}
     pp_rows = [(n, params["alpha"] + n * params["beta"], message_cost(params["pieces"], n), t)
                for n, t in params["pingpong"]]
     return {**params, "sweep_fit": sweep_fit, "rows": rows, "pingpong_rows": pp_rows,

@@ -86,8 +86,12 @@ def test_measure_and_predicted_vs_measured_on_local_ranks():
         assert sorted(fit.get("beta_mem_at", {})) == ([64, 4096] if shared else [])
         assert [r[:2] for r in fit["rows"]] == [("ring", 64), ("tree", 64), ("ring", 4096),
                                                 ("tree", 4096)]
-        for _alg, _n, plain, full, _swept, meas in fit["rows"]:
+        for alg, n, plain, full, _swept, meas in fit["rows"]:
             assert plain > 0 and full > 0 and meas > 0
+            # the rows come from the parameters reported (medians over the rounds)
+            assert plain == calibrate.predict(fit, alg, 3, n, "plain")
+            assert full == calibrate.predict(fit, alg, 3, n)
+        assert (fit["alpha"], fit["beta"]) == calibrate.fit_alpha_beta(fit["pingpong"])
         assert [r[0] for r in fit["pingpong_rows"]] == [8, 1 << 12]
 
 
