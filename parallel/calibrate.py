@@ -228,11 +228,8 @@ def measure(comm, pingpong_sizes=PINGPONG_SIZES, reps: int = 10,
               "pingpong": pp,
               "oversubscription": oversubscription(comm), "overhead": float(overhead),
               "cores": cores(), "shared": shared, "beta_mem": float(beta_mem)}
-    if shared:
-        x = np.ones(1, np.float32)
-        comm.barrier()
-        params["latency"] = _median_time(lambda: comm.allreduce(x, algorithm="ring"),
-                                         5 * reps)
+    if shared:  # timed as the sweep times a call: started together by a barrier
+        params["latency"] = allreduce_sweep(comm, [4], ["ring"], 3 * reps)[("ring", 4)]
     return params
 
 
