@@ -176,7 +176,9 @@ def _launch_loop(em: Emitter, w: Writer, s: Launch, grid, plan, faults, names) -
     elif plan.logs:
         w.comment("atomic adds go to per-block logs, replayed in block order below")
     w.line(f"for {blk} in {'range' if plan.serial else 'prange'}({nblocks}):")
-    w.line(f"    {fname}({blk}, {pack})")
+    # int64 in both loops: prange hands its gufunc a uint64 index, and a second argument
+    # type would compile the block function twice
+    w.line(f"    {fname}(np.int64({blk}), {pack})")
     if faults.sites:
         check = em.names.temp("faults")
         em.block_writers.append((check, faults.raise_function(check, grid)))
