@@ -47,6 +47,22 @@ def test_reference_kernel_py_tier(i):
     _agree(i, "py")
 
 
+def test_softmax_one_pass_and_online_paths_numba():
+    """Rows that fit one tile take the one-pass path, longer rows the online one."""
+    import numpy as np
+
+    from tilepy.kernels.checks import softmax_case
+
+    rng = np.random.default_rng(9)
+    for case in (softmax_case(rng, 5, 200, block_N=256), softmax_case(rng, 5, 300, 256)):
+        with tilepy.backend("interp"):
+            want = case.kernel(*case.inputs)
+        with tilepy.backend("jit"):
+            got = case.kernel(*case.inputs)
+        assert_same_bits(want, got, case.name)
+        assert case.passes(got)
+
+
 GEMMS = [  # (block_M, block_N, block_K, in, out, accum, trans_A, trans_B): register blocks
     (32, 48, 16, "float32", "float32", "float32", True, True),  # + 4x16 remainder strips
     (64, 64, 32, "bfloat16", "float32", "float32", False, False),

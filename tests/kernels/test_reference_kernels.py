@@ -20,6 +20,7 @@ def _cases():
         checks.dequant_case(rng, 40, 70, 128),
         checks.conv_case(rng, 1, 7, 9, 8, 16, stride=2, pad=1),
         checks.softmax_case(rng, 9, 700, block_N=256),
+        checks.softmax_case(rng, 9, 200, block_N=256),
         checks.layernorm_case(rng, 10, 300),
         checks.rmsnorm_case(rng, 10, 300),
         *[checks.row_reduce_case(rng, 10, 300, k) for k in

@@ -146,7 +146,8 @@ def softmax_case(rng, M, N, block_N=256) -> Case:
     # (u); N sequential adds (gamma_N); each of `chunks` rescales multiplies by a rounded
     # exp(prev - new) (2u plus u*spread); the final divide rounds (u).
     rel = (N + 2 * chunks * (1 + spread) + 3 + 2 * spread) * U32 * 1.01
-    return Case("softmax (online)", "float32", f"{M}x{N}", softmax(1, block_N),
+    name = "softmax (one pass)" if N <= block_N else "softmax (online)"
+    return Case(name, "float32", f"{M}x{N}", softmax(1, block_N),
                 [x], ref, rel * ref + 1e-45)
 
 

@@ -1,7 +1,11 @@
-"""Row softmax with the online (running max, rescaled sum) formulation.
+"""Row softmax: one pass over a row that fits in a tile, the online formulation otherwise.
 
-One program per block of rows; the row is streamed in chunks of block_N, so any N works.
-Columns past N are masked to -inf before they enter the max and the sum.
+One program per block of rows. When N <= block_N the row is loaded once: max, exp, sum
+and the division work on the tile in place, one exp per element. Longer rows stream in
+chunks of block_N with a running max and a rescaled running sum, then a second pass
+recomputes each exp. For rows that fit, both give the same bits: the online sum starts
+as 0 * exp(-inf - max) = +0, as the one-pass sum does. Columns past N are masked to -inf
+before they enter the max and the sum.
 """
 
 import tilepy
@@ -20,24 +24,37 @@ def softmax(block_M=1, block_N=1024, dtype="float32"):
             row_max = T.alloc_fragment((block_M,), acc)
             prev_max = T.alloc_fragment((block_M,), acc)
             row_sum = T.alloc_fragment((block_M,), acc)
-            T.fill(row_max, -T.infinity(acc))
-            T.clear(row_sum)
-            for k in T.serial(T.ceildiv(N, block_N)):
-                T.copy(X[bx * block_M, k * block_N], x)
+            if N <= block_N:  # the whole row is one tile
+                T.copy(X[bx * block_M, 0], x)
                 for i, j in T.Parallel(block_M, block_N):
-                    if k * block_N + j >= N:
+                    if j >= N:
                         x[i, j] = -T.infinity(acc)
-                T.copy(row_max, prev_max)
-                T.reduce_max(x, row_max, dim=1, clear=False)
-                for i in T.Parallel(block_M):
-                    row_sum[i] = row_sum[i] * T.exp(prev_max[i] - row_max[i])
+                T.reduce_max(x, row_max, dim=1)
                 for i, j in T.Parallel(block_M, block_N):
                     x[i, j] = T.exp(x[i, j] - row_max[i])
-                T.reduce_sum(x, row_sum, dim=1, clear=False)
-            for k in T.serial(T.ceildiv(N, block_N)):
-                T.copy(X[bx * block_M, k * block_N], x)
+                T.reduce_sum(x, row_sum, dim=1)
                 for i, j in T.Parallel(block_M, block_N):
-                    x[i, j] = T.exp(x[i, j] - row_max[i]) / row_sum[i]
-                T.copy(x, Y[bx * block_M, k * block_N])
+                    x[i, j] = x[i, j] / row_sum[i]
+                T.copy(x, Y[bx * block_M, 0])
+            else:
+                T.fill(row_max, -T.infinity(acc))
+                T.clear(row_sum)
+                for k in T.serial(T.ceildiv(N, block_N)):
+                    T.copy(X[bx * block_M, k * block_N], x)
+                    for i, j in T.Parallel(block_M, block_N):
+                        if k * block_N + j >= N:
+                            x[i, j] = -T.infinity(acc)
+                    T.copy(row_max, prev_max)
+                    T.reduce_max(x, row_max, dim=1, clear=False)
+                    for i in T.Parallel(block_M):
+                        row_sum[i] = row_sum[i] * T.exp(prev_max[i] - row_max[i])
+                    for i, j in T.Parallel(block_M, block_N):
+                        x[i, j] = T.exp(x[i, j] - row_max[i])
+                    T.reduce_sum(x, row_sum, dim=1, clear=False)
+                for k in T.serial(T.ceildiv(N, block_N)):
+                    T.copy(X[bx * block_M, k * block_N], x)
+                    for i, j in T.Parallel(block_M, block_N):
+                        x[i, j] = T.exp(x[i, j] - row_max[i]) / row_sum[i]
+                    T.copy(x, Y[bx * block_M, k * block_N])
 
     return softmax
