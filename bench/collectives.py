@@ -215,7 +215,7 @@ def worker(sizes, model_only: bool = False):
     """Under mpiexec: MPI native, tilepy ring, mpi4py direct; then the model comparison."""
     def body(comm):
         res = {} if model_only else sweep(
-            comm, sizes, ["native", "ring out=", "mpi4py.Allreduce"])
+            comm, sizes, ["native out=", "ring out=", "mpi4py.Allreduce"])
         res = {k.replace(" out=", ""): v for k, v in res.items()}
         fit = model_rows(comm, MODEL_SIZES, ["ring", "recursive_doubling"])
         return res, fit
