@@ -178,3 +178,20 @@ def test_sub_communicators_reduce_concurrently():
         xs = [np.arange(7.0) * q for q in ranks]
         for a, got in zip(ALGS, outs):
             assert same_bits(got, spec.expected(xs, a, group_size=5)), (r, a)
+
+
+def test_results_as_inputs_and_out_aliasing_the_input():
+    xs = inputs(4, 13, np.float64, seed=8)
+
+    def body(comm):
+        once = comm.allreduce(xs[comm.rank])  # the same read-only array on every rank
+        twice = comm.allreduce(once)  # inputs that share memory; `once` stays intact
+        mine = xs[comm.rank].copy()
+        comm.allreduce(mine, algorithm="tree", out=mine)  # the result replaces the input
+        return once, twice, mine
+
+    once_want = spec.expected(xs, "ring")
+    twice_want = spec.expected([once_want] * 4, "ring")
+    for once, twice, mine in launch(body, 4):
+        assert same_bits(once, once_want) and same_bits(twice, twice_want)
+        assert same_bits(mine, spec.expected(xs, "tree"))
