@@ -8,6 +8,7 @@ used for float32/float64 give exactly those sequential results.
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import numpy as np
@@ -146,34 +147,38 @@ def _product_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
     round-to-nearest x + y is -0 only when both are -0, so an accumulator that holds no -0
     never comes to hold one, and +0 and -0 added to any other value give the same result.
 
-    Big problems split their blocks between this thread (einsum, which holds the GIL) and
-    one worker thread (np.multiply, which releases it); each block is computed whole by
-    one of them, with the same bits either way, so the result does not depend on threads.
+    Big problems share their block groups between this thread (einsum, which holds the
+    GIL) and one worker thread (np.multiply, which releases it): each takes the next group
+    when it is free, so a busy core gets fewer. A group is computed whole by one of them,
+    with the same bits either way, so the result does not depend on the threads.
     """
     nb, kk, m = at.shape
-    pool = _pool() if nb >= 2 and nb * kk * m * c.shape[2] >= _THREAD_MIN else None
+    n = c.shape[2]
+    ks = max(1, min(kk, _PRODUCTS // (m * n)))  # k steps per product block
+    g = max(1, _PRODUCTS // (ks * m * n))  # blocks per product block
+    groups = [(b0, min(nb, b0 + g)) for b0 in range(0, nb, g)]
+    pool = _pool() if len(groups) >= 2 and nb * kk * m * n >= _THREAD_MIN else None
+    take = itertools.count().__next__  # one atomic step under the GIL
     if pool is None:
-        _product_blocks(at, bt, c, 0, nb, True)
+        _product_groups(at, bt, c, groups, ks, take, True)
         return
-    split = nb - max(1, int(nb * _WORKER_SHARE))
-    job = pool.submit(_product_blocks, at, bt, c, split, nb, False)
+    job = pool.submit(_product_groups, at, bt, c, groups, ks, take, False)
     try:
-        _product_blocks(at, bt, c, 0, split, True)
+        _product_groups(at, bt, c, groups, ks, take, True)
     finally:
         job.result()
 
 
-def _product_blocks(at, bt, c, lo: int, hi: int, einsum: bool) -> None:
-    """_product_steps for blocks [lo, hi), products by einsum or by the table's MUL."""
+def _product_groups(at, bt, c, groups, ks: int, take, einsum: bool) -> None:
+    """_product_steps for the groups of blocks this thread takes, products by einsum or
+    by the table's MUL."""
     _, kk, m = at.shape
     n = c.shape[2]
-    ks = max(1, min(kk, _PRODUCTS // (m * n)))  # k steps per product block
-    g = max(1, _PRODUCTS // (ks * m * n))  # blocks per product block
-    buf = np.empty(min(g, hi - lo) * ks * m * n, c.dtype)
+    buf = np.empty(max(b1 - b0 for b0, b1 in groups) * ks * m * n, c.dtype)
     mul, add = OPS[Op.MUL].numpy, OPS[Op.ADD].numpy
     with np.errstate(all="ignore"):  # per thread
-        for b0 in range(lo, hi, g):
-            b1 = min(hi, b0 + g)
+        while (i := take()) < len(groups):
+            b0, b1 = groups[i]
             cg = c[b0:b1]
             for k0 in range(0, kk, ks):
                 k1 = min(kk, k0 + ks)
@@ -188,7 +193,6 @@ def _product_blocks(at, bt, c, lo: int, hi: int, einsum: bool) -> None:
 
 
 _THREAD_MIN = 1 << 22  # products per T.gemm call below which one thread does them all
-_WORKER_SHARE = 0.4  # the worker's share of the blocks: np.multiply is slower than einsum
 _POOL: dict = {}
 
 

@@ -40,7 +40,7 @@ SHAPES = [  # blocks, K, M, N
     (3, 40, 1, 7),     # 1-row tiles: the reduce's inner axis is N
     (2, 33, 9, 1),     # 1-column tiles: inner axis is M
     (1, 19, 1, 1),     # 1x1: the per-step path (k would be innermost)
-    (2, 20, 128, 128),  # one block's k steps split over several product blocks
+    (3, 20, 128, 128),  # one block's k steps split over several product blocks
     (70, 16, 8, 8),    # many blocks per product block
     (1, 1, 4, 4),
 ]
@@ -108,9 +108,11 @@ class _CountingPool:
 
 @pytest.mark.parametrize("nb,k,m,n", [s for s in SHAPES if s[0] >= 2])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_threaded_k_loop_gives_the_single_thread_bits(monkeypatch, nb, k, m, n, dtype):
-    """Blocks split between this thread (einsum) and the worker (np.multiply): the same
-    bits as one thread, with -0/inf/NaN/subnormal/overflowing products."""
+@pytest.mark.parametrize("pool", ["threads", "worker takes all"])
+def test_threaded_k_loop_gives_the_single_thread_bits(monkeypatch, nb, k, m, n, dtype, pool):
+    """Block groups shared between this thread (einsum) and the worker (np.multiply), or
+    all taken by the worker: the same bits as one thread, with -0/inf/NaN/subnormal/
+    overflowing products."""
     rng = np.random.default_rng(nb + k + m + n)
     at, bt = _nasty(rng, (nb, k, m), dtype), _nasty(rng, (nb, k, n), dtype)
     c0 = np.abs(_nasty(rng, (nb, m, n), dtype)) + 0.0
@@ -120,11 +122,16 @@ def test_threaded_k_loop_gives_the_single_thread_bits(monkeypatch, nb, k, m, n, 
     accumulate._gemm_steps(at, bt, one, dt)
     monkeypatch.delenv("TILEPY_INTERP_THREADS")
     monkeypatch.setattr(accumulate, "_THREAD_MIN", 0)  # thread even this small problem
-    if accumulate._pool() is None:
+    monkeypatch.setattr(accumulate, "_PRODUCTS", m * n * 4)  # groups of 1 block x 4 steps
+    if pool == "worker takes all":
+        counting = _CountingPool()  # runs the worker's job first: it takes every group
+        monkeypatch.setattr(accumulate, "_pool", lambda: counting)
+    elif accumulate._pool() is None:
         pytest.skip("one CPU: no worker thread")
     two = c0.copy()
     accumulate._gemm_steps(at, bt, two, dt)
     assert _bits_equal(two, one) and _bits_equal(one, _steps_by_hand(at, bt, c0))
+    assert pool == "threads" or counting.jobs == 1
 
 
 def test_threaded_edge_tiles_through_the_interpreter(monkeypatch):
