@@ -13,7 +13,11 @@ from tilepy.parallel.chunking import COUNTS, balanced, offsets
 from tilepy.parallel.ops import combine
 
 DEST = -1  # a step operand/result naming the destination block; -2 - k is scratch row k
-BLOCK_BYTES = 256 << 10  # a block and a scratch row of two ranks sharing a core fit in L2 (2 MiB)
+# Elements per evaluated block, in bytes. Partial results of a block are reused while
+# warm in cache; fewer, longer ufunc calls hand the GIL over less often between ranks. On
+# this machine (2 MiB L2, a large L3) a 64 MiB 4-rank allreduce took 22.2 ms with 256 KiB
+# blocks, 19.1 with 1 MiB, 18.9 with 4 MiB and 17.2 unblocked; 4 MiB bounds the scratch.
+BLOCK_BYTES = 4 << 20
 
 
 def fold(trees: list) -> object:
