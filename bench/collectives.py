@@ -194,20 +194,28 @@ def model_table(title, p, fit) -> str:
     for n, line, piece, meas in fit["pingpong_rows"]:
         lines.append(f"| {n} | {line * 1e6:.1f} | {piece * 1e6:.1f} | {meas * 1e6:.1f} | "
                      f"{meas / line:.2f} | {meas / piece:.2f} |")
-    lines += ["", "| allreduce | bytes | plain a-b-g us | model us | sweep fit us | "
-              "measured us | measured/plain | measured/model |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for alg, n, plain, full, swept, meas in fit["rows"]:
+    if fit["exchange"]:
+        pp = dict(fit["pingpong"])
+        lines += ["", "exchange (ring shift, every rank at once) pieces: " + "; ".join(
+            f"up to {upto:g} B: alpha {a * 1e6:.2f} us, 1/beta {_gbs(b)}"
+            for upto, a, b in fit["exchange_pieces"]) + "; step / ping-pong time: " + ", ".join(
+            f"{n} B {t / pp[n]:.2f}" for n, t in fit["exchange"]) + "; gamma with every rank "
+            f"adding / alone: {fit['gamma_concurrent'] / fit['gamma']:.2f}"]
+    lines += ["", "| allreduce | bytes | plain a-b-g us | model us | exchange-calibrated us | "
+              "sweep fit us | measured us | measured/plain | measured/model | "
+              "measured/exchange |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for alg, n, plain, full, swept, meas, exch in fit["rows"]:
         lines.append(f"| {alg} | {n} | {plain * 1e6:.1f} | {full * 1e6:.1f} | "
-                     f"{swept * 1e6:.1f} | {meas * 1e6:.1f} | {meas / plain:.2f} | "
-                     f"{meas / full:.2f} |")
+                     f"{exch * 1e6:.1f} | {swept * 1e6:.1f} | {meas * 1e6:.1f} | "
+                     f"{meas / plain:.2f} | {meas / full:.2f} | {meas / exch:.2f} |")
     rows = fit["rows"]
     pp = fit["pingpong_rows"]
     lines.append(f"\nmeasured/predicted, ping-pong one line: "
                  f"{_spread([r[3] / r[1] for r in pp])}; pieces: "
                  f"{_spread([r[3] / r[2] for r in pp])}\nallreduce plain a-b-g: "
                  f"{_spread([r[5] / r[2] for r in rows])}; model: "
-                 f"{_spread([r[5] / r[3] for r in rows])}")
+                 f"{_spread([r[5] / r[3] for r in rows])}; exchange-calibrated: "
+                 f"{_spread([r[5] / r[6] for r in rows])}")
     return "\n".join(lines)
 
 

@@ -2,7 +2,9 @@
 predictions with measured ping-pongs and allreduce sweeps.
 
 alpha and beta come from a ping-pong, gamma from timed adds, the per-call overhead from an
-allreduce on a 1-rank communicator, oversubscription from ranks per core; for the local
+allreduce on a 1-rank communicator, oversubscription from ranks per core (and, for the
+"exchange" variant, alpha and beta from a step with every rank sending at once, gamma
+from every rank adding at once); for the local
 backend's shared-memory path, the memory rate from every rank copying at once (and, in
 `predicted_vs_measured`, from every rank adding arrays at once over the same working set
 as each allreduce size) and the latency from a 4-byte allreduce. None is fitted to the
@@ -50,6 +52,43 @@ def pingpong(comm, sizes: list[int], reps: int = 20) -> list[tuple[int, float]]:
         comm.barrier()
         out.append((n, _median_time(trip, reps) / 2))
     return out
+
+
+def exchange(comm, sizes: list[int], reps: int = 10) -> list[tuple[int, float]]:
+    """Seconds of one ring-shift step (every rank sends n bytes to rank + 1 and receives
+    from rank - 1 at once), started by a barrier, the slowest rank's: a collective step's
+    concurrency (all ranks copying, sharing cores and memory), without reductions."""
+    p, r = comm.size, comm.rank
+    out = []
+    for n in sizes:
+        buf = np.zeros(n, np.uint8)
+
+        def step(buf=buf, n=n):
+            comm.barrier()
+            t0 = time.perf_counter()
+            comm.p2p_sendrecv(buf, (r + 1) % p, (r - 1) % p, n, buf.dtype)
+            return time.perf_counter() - t0
+
+        step()
+        ts = [step() for _ in range(reps)]
+        out.append((n, float(comm.allgather(np.array([np.median(ts)])).max())))
+    return out
+
+
+def measure_gamma_concurrent(comm, nbytes: int = 16 << 20, reps: int = 5) -> float:
+    """Seconds per byte of one operand when every rank adds its own float32 arrays of
+    nbytes / p at once (the reductions of a collective step), the slowest rank's."""
+    k = max(1, nbytes // (4 * comm.size))
+    a, b, c = (np.ones(k, np.float32) for _ in range(3))
+
+    def add():
+        comm.barrier()
+        t0 = time.perf_counter()
+        np.add(a, b, out=c)
+        return float(comm.allgather(np.array([time.perf_counter() - t0])).max())
+
+    add()
+    return float(np.median([add() for _ in range(reps)])) / (4 * k)
 
 
 def fit_alpha_beta(samples: list[tuple[int, float]]) -> tuple[float, float]:
@@ -169,9 +208,9 @@ def oversubscription(comm) -> float:
 
 
 def allreduce_sweep(comm, sizes: list[int], algorithms: list[str], reps: int = 5):
-    """{(algorithm, bytes): median seconds} of float32 allreduces into a preallocated out
-    (as nccl-tests; the local backend's default read-only result when out is False),
-    every rep started together by a barrier."""
+    """{(algorithm, bytes): median seconds} of float32 allreduces as a program calls them
+    (no out: the local backend's shared read-only result, MPI's new array), every rep
+    started together by a barrier."""
     out = {}
     for n in sizes:
         x = np.ones(max(1, n // 4), np.float32)
@@ -224,8 +263,10 @@ def measure(comm, pingpong_sizes=PINGPONG_SIZES, reps: int = 10,
             measure_gamma(), _median_time(lambda: solo.allreduce(x, algorithm="ring"), reps)])
     gamma, overhead = comm.bcast(figures, 0)
     beta_mem = measure_copy_beta(comm, copy_bytes) if shared else 0.0
+    ex = exchange(comm, list(pingpong_sizes), reps) if comm.size > 1 else []
     params = {"alpha": alpha, "beta": beta, "pieces": pieces, "gamma": float(gamma),
-              "pingpong": pp,
+              "pingpong": pp, "exchange": ex,
+              "gamma_concurrent": measure_gamma_concurrent(comm),
               "oversubscription": oversubscription(comm), "overhead": float(overhead),
               "cores": cores(), "shared": shared, "beta_mem": float(beta_mem)}
     if shared:  # timed as the sweep times a call: started together by a barrier
@@ -244,13 +285,18 @@ def predict(params: dict, alg: str, p: int, n: float, model: str = "full") -> fl
     overhead plus alpha-beta-gamma with alpha and beta from the ping-pong piece (eager or
     rendezvous) of the algorithm's largest message, and alpha, beta and gamma times the
     ranks per core o: in a collective every rank is busy at every step, so each core runs
-    o ranks in turn (the ping-pong keeps only two busy)."""
+    o ranks in turn (the ping-pong keeps only two busy). "exchange": as "full", but alpha
+    and beta from a ring-shift step with every rank sending at once and gamma from every
+    rank adding at once (the step's concurrency measured instead of derived from o)."""
     a, b, g = params["alpha"], params["beta"], params["gamma"]
     if model == "plain":
         return flat_cost(alg, p, n, a, b, g)
     if params["shared"] and alg in SHARED_ALGORITHMS:
         beta_mem = params.get("beta_mem_at", {}).get(n, params["beta_mem"])
         return shared_cost(p, n, params["latency"], beta_mem)
+    if model == "exchange":
+        a, b = piece_for(params["exchange_pieces"], largest_message(alg, p, n))
+        return params["overhead"] + flat_cost(alg, p, n, a, b, params["gamma_concurrent"])
     o = params["oversubscription"]
     a, b = piece_for(params.get("pieces") or [(float("inf"), a, b)], largest_message(alg, p, n))
     return params["overhead"] + flat_cost(alg, p, n, a * o, b * o, g * o)
@@ -271,7 +317,7 @@ def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5, rounds: int = 
     """Measure the parameters, then the sweep, `rounds` times in turn (load drifts: every
     figure is the median over rounds). Rows: ping-pong (bytes, one line s, pieces s,
     measured s) and allreduce (alg, bytes, plain predicted s, full predicted s, sweep-fit
-    s, measured s)."""
+    s, measured s, exchange-calibrated predicted s)."""
     runs = [(_measure_at(comm, sizes, measure_args),
              allreduce_sweep(comm, sizes, algorithms, reps)) for _ in range(rounds)]
     params = {k: (float(np.median([r[0][k] for r in runs])) if isinstance(v, float) else v)
@@ -281,6 +327,10 @@ def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5, rounds: int = 
     # the lines are fitted to the median ping-pong, before any prediction uses them
     params["alpha"], params["beta"] = fit_alpha_beta(params["pingpong"])
     params["pieces"] = fit_pieces(params["pingpong"])
+    params["exchange"] = [(n, float(np.median([r[0]["exchange"][i][1] for r in runs])))
+                          for i, (n, _) in enumerate(runs[0][0]["exchange"])]
+    params["exchange_pieces"] = (fit_pieces(params["exchange"]) if params["exchange"]
+                                 else [(float("inf"), 0.0, 0.0)])
     if params["shared"]:
         params["beta_mem_at"] = {n: float(np.median([r[0]["beta_mem_at"][n] for r in runs]))
                                  for n in sizes}
@@ -288,7 +338,8 @@ def predicted_vs_measured(comm, sizes, algorithms, reps: int = 5, rounds: int = 
     p = comm.size
     sweep_fit = fit_from_sweep(measured, p) if p > 1 else (0.0, 0.0, 0.0)
     rows = [(alg, n, predict(params, alg, p, n, "plain"), predict(params, alg, p, n),
-             flat_cost(alg, p, n, *sweep_fit), measured[(alg, n)])
+             flat_cost(alg, p, n, *sweep_fit), measured[(alg, n)],
+             predict(params, alg, p, n, "exchange"))
             for (alg, n) in measured]
     pp_rows = [(n, params["alpha"] + n * params["beta"], message_cost(params["pieces"], n), t)
                for n, t in params["pingpong"]]

@@ -64,6 +64,10 @@ def test_predict_plain_and_full_models():
     # the shared-memory path: latency + (p + 1) n bytes of memory traffic
     assert calibrate.predict(shared, "tree", 4, n) == pytest.approx(7e-5 + 5 * n * 1e-10)
     assert calibrate.predict(shared, "ring", 1, n) == pytest.approx(7e-5 + 2 * n * 1e-10)
+    # measured concurrency instead of o: the exchange step's line and the concurrent adds
+    ex = {**PARAMS, "exchange_pieces": [(float("inf"), 9e-6, 4e-10)], "gamma_concurrent": 7e-10}
+    assert calibrate.predict(ex, "ring", 4, n, "exchange") == pytest.approx(
+        5e-6 + flat_cost("ring", 4, n, 9e-6, 4e-10, 7e-10))
     # a rate measured at this size's working set replaces the 256 MiB one
     at = {**shared, "beta_mem_at": {n: 3e-11}}
     assert calibrate.predict(at, "ring", 4, n) == pytest.approx(7e-5 + 5 * n * 3e-11)
@@ -86,13 +90,16 @@ def test_measure_and_predicted_vs_measured_on_local_ranks():
         assert sorted(fit.get("beta_mem_at", {})) == ([64, 4096] if shared else [])
         assert [r[:2] for r in fit["rows"]] == [("ring", 64), ("tree", 64), ("ring", 4096),
                                                 ("tree", 4096)]
-        for alg, n, plain, full, _swept, meas in fit["rows"]:
+        for alg, n, plain, full, _swept, meas, exch in fit["rows"]:
             assert plain > 0 and full > 0 and meas > 0
             # the rows come from the parameters reported (medians over the rounds)
             assert plain == calibrate.predict(fit, alg, 3, n, "plain")
             assert full == calibrate.predict(fit, alg, 3, n)
+            assert exch == calibrate.predict(fit, alg, 3, n, "exchange") > 0
         assert (fit["alpha"], fit["beta"]) == calibrate.fit_alpha_beta(fit["pingpong"])
         assert [r[0] for r in fit["pingpong_rows"]] == [8, 1 << 12]
+        assert [n for n, _ in fit["exchange"]] == [8, 1 << 12]
+        assert all(t > 0 for _, t in fit["exchange"]) and fit["gamma_concurrent"] > 0
 
 
 def test_fit_pieces_finds_a_protocol_switch_and_only_then():
