@@ -6,12 +6,17 @@ interpreter (TRITON_INTERPRET=1) was measured on this kind of machine at 0.55 s,
 1.3 s; the goal is 20x faster. "exact numpy" is the same numerics written directly in numpy
 (the floor an interpreter can approach); "cpu" is process CPU time (all threads).
 
+"matmul 1 thread" is the matmul with the interpreter's gemm worker thread switched off
+(TILEPY_INTERP_THREADS=1), its rounds interleaved with the default matmul's; nothing else
+in this script changes the environment.
+
 Run: python bench/interp_vs_triton.py [ROUNDS]  (medians of rounds, default 7; each kernel's
 rounds alternate tilepy and numpy. Kernels are measured one after the other, not mixed: a
 matmul run just before it made the next vector add 2-3x slower for numpy and tilepy alike,
 through the allocator returning freed memory that then has to be faulted in again.)
 """
 
+import os
 import statistics
 import sys
 import time
@@ -22,7 +27,7 @@ import tilepy
 import tilepy.language as T
 from tilepy.kernels import gemm
 
-TRITON_S = {"vector add": 0.55, "softmax": 6.5, "matmul": 1.3}
+TRITON_S = {"vector add": 0.55, "softmax": 6.5, "matmul": 1.3, "matmul 1 thread": 1.3}
 
 
 @tilepy.jit(out_idx=[-1])
@@ -85,6 +90,18 @@ def exact_numpy(name: str, x, y, s, a, b):
     return acc
 
 
+def _one_thread(mm, a, b):
+    old = os.environ.get("TILEPY_INTERP_THREADS")
+    os.environ["TILEPY_INTERP_THREADS"] = "1"
+    try:
+        return mm(a, b)
+    finally:
+        if old is None:
+            del os.environ["TILEPY_INTERP_THREADS"]
+        else:
+            os.environ["TILEPY_INTERP_THREADS"] = old
+
+
 def _timed(fn):
     t0, c0 = time.perf_counter(), time.process_time()
     fn()
@@ -100,24 +117,28 @@ def main(rounds: int = 7):
     b = rng.standard_normal((512, 512), np.float32)
     mm = gemm(64, 64, 32, "float32", "float32")
     ours = {"vector add": lambda: vector_add()(x, y), "softmax": lambda: softmax_rows()(s),
-            "matmul": lambda: mm(a, b)}
+            "matmul": lambda: mm(a, b), "matmul 1 thread": lambda: _one_thread(mm, a, b)}
     wall = {k: [] for k in ours}
     cpu = {k: [] for k in ours}
     floor = {k: [] for k in ours}
     with tilepy.backend("interp"):
-        for name, fn in ours.items():
-            fn()  # build the IR once
+        for group in (["vector add"], ["softmax"], ["matmul", "matmul 1 thread"]):
+            for name in group:
+                ours[name]()  # build the IR once
             for _ in range(rounds):  # tilepy and numpy interleaved: the machine drifts
-                w, c = _timed(fn)
-                wall[name].append(w)
-                cpu[name].append(c)
-                floor[name].append(_timed(lambda n=name: exact_numpy(n, x, y, s, a, b))[0])
-    print(f"{'kernel':12} {'tilepy interp':>14} {'cpu':>9} {'Triton interp':>14} "
+                for name in group:
+                    w, c = _timed(ours[name])
+                    wall[name].append(w)
+                    cpu[name].append(c)
+                    floor[name].append(_timed(lambda n=name: exact_numpy(n, x, y, s, a,
+                                                                        b))[0])
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'kernel':15} {'tilepy interp':>14} {'cpu':>9} {'Triton interp':>14} "
           f"{'speedup':>8} {'goal 20x':>9} {'exact numpy':>12} {'/ numpy':>8}")
     for name in ours:
         t, c, f = (statistics.median(v[name]) for v in (wall, cpu, floor))
         speedup = TRITON_S[name] / t
-        print(f"{name:12} {t * 1e3:11.1f} ms {c * 1e3:6.1f} ms {TRITON_S[name] * 1e3:11.0f} ms "
+        print(f"{name:15} {t * 1e3:11.1f} ms {c * 1e3:6.1f} ms {TRITON_S[name] * 1e3:11.0f} ms "
               f"{speedup:7.1f}x {'met' if speedup >= 20 else 'MISSED':>9} "
               f"{f * 1e3:9.1f} ms {t / f:7.2f}x")
 

@@ -147,9 +147,9 @@ def _product_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
     round-to-nearest x + y is -0 only when both are -0, so an accumulator that holds no -0
     never comes to hold one, and +0 and -0 added to any other value give the same result.
 
-    Big problems share their block groups between this thread (einsum, which holds the
-    GIL) and one worker thread (np.multiply, which releases it): each takes the next group
-    when it is free, so a busy core gets fewer. A group is computed whole by one of them,
+    Big problems, when a CPU is idle, share their block groups between this thread
+    (einsum, which holds the GIL) and one worker thread (np.multiply, which releases it):
+    each takes the next group when it is free. A group is computed whole by one of them,
     with the same bits either way, so the result does not depend on the threads.
     """
     nb, kk, m = at.shape
@@ -157,7 +157,8 @@ def _product_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
     ks = max(1, min(kk, _PRODUCTS // (m * n)))  # k steps per product block
     g = max(1, _PRODUCTS // (ks * m * n))  # blocks per product block
     groups = [(b0, min(nb, b0 + g)) for b0 in range(0, nb, g)]
-    pool = _pool() if len(groups) >= 2 and nb * kk * m * n >= _THREAD_MIN else None
+    big = len(groups) >= 2 and nb * kk * m * n >= _THREAD_MIN
+    pool = _pool() if big and _idle_core() else None
     take = itertools.count().__next__  # one atomic step under the GIL
     if pool is None:
         _product_groups(at, bt, c, groups, ks, take, True)
@@ -194,6 +195,18 @@ def _product_groups(at, bt, c, groups, ks: int, take, einsum: bool) -> None:
 
 _THREAD_MIN = 1 << 22  # products per T.gemm call below which one thread does them all
 _POOL: dict = {}
+
+
+def _idle_core() -> bool:
+    """Whether a CPU looks idle now: Linux's count of runnable threads (/proc/loadavg,
+    this one included) is below the CPU count. With every CPU busy the worker measured
+    slower than none (GIL hand-offs, waits for a descheduled worker). True if unknown."""
+    try:
+        with open("/proc/loadavg") as f:
+            runnable = int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return True
+    return runnable < (os.cpu_count() or 1)
 
 
 def _pool():

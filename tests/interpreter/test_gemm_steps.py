@@ -123,6 +123,7 @@ def test_threaded_k_loop_gives_the_single_thread_bits(monkeypatch, nb, k, m, n, 
     monkeypatch.delenv("TILEPY_INTERP_THREADS")
     monkeypatch.setattr(accumulate, "_THREAD_MIN", 0)  # thread even this small problem
     monkeypatch.setattr(accumulate, "_PRODUCTS", m * n * 4)  # groups of 1 block x 4 steps
+    monkeypatch.setattr(accumulate, "_idle_core", lambda: True)  # however busy the machine
     if pool == "worker takes all":
         counting = _CountingPool()  # runs the worker's job first: it takes every group
         monkeypatch.setattr(accumulate, "_pool", lambda: counting)
@@ -142,15 +143,18 @@ def test_threaded_edge_tiles_through_the_interpreter(monkeypatch):
     for threads in ("1", ""):
         monkeypatch.setenv("TILEPY_INTERP_THREADS", threads)
         monkeypatch.setattr(accumulate, "_THREAD_MIN", 0)
+        monkeypatch.setattr(accumulate, "_idle_core", lambda: True)
         c = np.zeros((M, N), np.float32)
         run(K.gemm(M, N, Kd, 32, 16, 16, "float32", "float32").func, dict(A=a, B=b, C=c), {})
         outs.append(c)
     assert _bits_equal(outs[0], outs[1])
 
 
-def test_no_worker_for_small_problems_or_when_switched_off(monkeypatch):
+def test_no_worker_for_small_problems_busy_cpus_or_when_switched_off(monkeypatch):
     pool = _CountingPool()
     monkeypatch.setattr(accumulate, "_pool", lambda: pool)
+    idle = [True]
+    monkeypatch.setattr(accumulate, "_idle_core", lambda: idle[0])
     rng = np.random.default_rng(2)
     at, bt = rng.standard_normal((8, 32, 64)), rng.standard_normal((8, 32, 64))
     c = np.zeros((8, 64, 64))
@@ -159,6 +163,10 @@ def test_no_worker_for_small_problems_or_when_switched_off(monkeypatch):
     monkeypatch.setattr(accumulate, "_THREAD_MIN", 1 << 20)
     accumulate._gemm_steps(at, bt, c, ir_dtype("float64"))
     assert pool.jobs == 1
+    idle[0] = False  # every CPU busy: this thread alone
+    accumulate._gemm_steps(at, bt, c, ir_dtype("float64"))
+    assert pool.jobs == 1
     monkeypatch.undo()
     monkeypatch.setenv("TILEPY_INTERP_THREADS", "1")
     assert accumulate._pool() is None
+    assert isinstance(accumulate._idle_core(), bool)
