@@ -185,15 +185,13 @@ def emit_reduce(em: Emitter, w: Writer, s: Reduce) -> None:
     if len(out_dims) != len(dst.dims):
         raise LoweringError("reduce: the destination's shape does not match the source "
                             f"with dim {s.dim} removed", loc=em.loc)
-    dt = s.dst.dtype
+    if _interleaved(em, w, s, src, dst, out_dims):
+        return
     depth = w.depth
     t = open_loops(em, w, ["0"] * len(dst.dims), [dst.exts[d] for d in dst.dims])
     didx = dst.index(t)
     acc = em.names.temp("acc")
-    start = (em.const(float(round_values(np.asarray(identity(s.kind, dt)), dt))
-                      if dt.is_float else identity(s.kind, dt), dt) if s.clear
-             else em.load(s.dst.buffer, didx))
-    w.line(f"{acc} = {start}")
+    w.line(f"{acc} = {_start(em, s, didx)}")
     lanes = _lanes_call(em, src, s, t, out_dims, acc)
     if lanes is not None:
         w.line(f"{acc} = {lanes}")
@@ -203,14 +201,57 @@ def emit_reduce(em: Emitter, w: Writer, s: Reduce) -> None:
         return
     k = em.names.temp("k")
     w.line(f"for {k} in range({src.exts[s.dim]}):")
-    x = em.cast(em.load(s.src.buffer, src.index(t + [k], out_dims + [s.dim])),
-                s.src.dtype, dt)
-    if s.kind in (ReduceKind.ABSSUM, ReduceKind.ABSMAX):
-        x = _abs(em, x, dt)
-    w.line(f"    {acc} = {combine(em, _COMBINE[s.kind], acc, x, dt)}")
+    w.line(f"    {acc} = {_step(em, s, src, acc, t + [k], out_dims)}")
     for line in em.store(s.dst.buffer, didx, acc):
         w.line(line)
     w.depth = depth
+
+
+def _start(em: Emitter, s: Reduce, didx: list[str]) -> str:
+    """The fold's start: the identity in dst's dtype (clear) or dst's element."""
+    dt = s.dst.dtype
+    if not s.clear:
+        return em.load(s.dst.buffer, didx)
+    ident = identity(s.kind, dt)
+    return em.const(float(round_values(np.asarray(ident), dt)) if dt.is_float else ident, dt)
+
+
+def _step(em: Emitter, s: Reduce, src: Side, acc: str, tk: list[str],
+          dims: list[int]) -> str:
+    """`acc` combined with the source element at tile offsets tk (the reduced dim last)."""
+    dt = s.dst.dtype
+    x = em.cast(em.load(s.src.buffer, src.index(tk, dims + [s.dim])), s.src.dtype, dt)
+    if s.kind in (ReduceKind.ABSSUM, ReduceKind.ABSMAX):
+        x = _abs(em, x, dt)
+    return combine(em, _COMBINE[s.kind], acc, x, dt)
+
+
+MAX_INTERLEAVED = 16
+
+
+def _interleaved(em: Emitter, w: Writer, s: Reduce, src: Side, dst: Side,
+                 out_dims: list[int]) -> bool:
+    """Sums into 2..16 outputs: one k loop advancing every output's fold, each in its own
+    scalar. Each fold keeps its order (k ascending from its start); the folds are
+    independent, so the CPU overlaps their adds instead of waiting on one chain."""
+    if (s.kind not in (ReduceKind.SUM, ReduceKind.ABSSUM) or len(dst.dims) != 1
+            or src.ref.kind != "array"
+            or _root(s.src.buffer).name == _root(s.dst.buffer).name):
+        return False
+    n = dst.exts[dst.dims[0]]
+    if not n.isdigit() or not 2 <= int(n) <= MAX_INTERLEAVED:
+        return False
+    accs = [em.names.temp("acc") for _ in range(int(n))]
+    for r, a in enumerate(accs):
+        w.line(f"{a} = {_start(em, s, dst.index([str(r)]))}")
+    k = em.names.temp("k")
+    w.line(f"for {k} in range({src.exts[s.dim]}):  # {n} independent folds")
+    for r, a in enumerate(accs):
+        w.line(f"    {a} = {_step(em, s, src, a, [str(r), k], out_dims)}")
+    for r, a in enumerate(accs):
+        for line in em.store(s.dst.buffer, dst.index([str(r)]), a):
+            w.line(line)
+    return True
 
 
 _LANES = {ReduceKind.MAX: "_max_lanes", ReduceKind.MIN: "_min_lanes"}

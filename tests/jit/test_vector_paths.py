@@ -253,3 +253,45 @@ def test_loads_of_written_or_conditionally_read_buffers_stay_in_the_loop(tier):
     for k in (3, 1000):
         assert_agree(guarded.func, {"X": x, "K": np.array([k], np.int32),
                                     "Y": np.zeros(16, np.float32)}, {}, tier=tier)
+
+
+# ------------------------------------------------------------------ interleaved sums
+
+def _summer(kind: str, rows: int, n: int, dim: int, clear: bool):
+    shape = (rows, n) if dim == 1 else (n, rows)
+
+    @T.prim_func
+    def sum_rows(X: T.Tensor(shape, "float32"), Y: T.Tensor((rows,), "float32")):
+        with T.Kernel(1) as _:
+            x = T.alloc_fragment(shape, "float32")
+            y = T.alloc_fragment((rows,), "float32")
+            T.copy(X[0, 0], x)
+            T.copy(Y[0], y)
+            if kind == "sum":
+                T.reduce_sum(x, y, dim=dim, clear=clear)
+            else:
+                T.reduce_abssum(x, y, dim=dim, clear=clear)
+            T.copy(y, Y[0])
+
+    return sum_rows
+
+
+@pytest.mark.parametrize("kind", ["sum", "abssum"])
+def test_sums_into_a_few_outputs_run_as_independent_folds_in_order(kind):
+    rng = np.random.default_rng(21)
+    for rows, n, dim, clear in ((2, 33, 1, True), (5, 40, 0, False), (16, 9, 1, False),
+                                (17, 8, 1, True)):
+        k = _summer(kind, rows, n, dim, clear)
+        assert ("independent folds" in tilepy.jit.source(k.func)) == (rows <= 16)
+        shape = (rows, n) if dim == 1 else (n, rows)
+        # magnitudes that make the sum depend on the order of its adds
+        x = (rng.standard_normal(shape) * 10.0 ** rng.integers(-4, 8, shape)).astype(np.float32)
+        y0 = (rng.standard_normal(rows) * 1e6).astype(np.float32)
+        a = {"X": x, "Y": y0.copy()}
+        tilepy.jit.run(k.func, a, {})
+        fold = np.zeros(rows, np.float32) if clear else y0.copy()
+        for r in range(rows):
+            for v in (x[r] if dim == 1 else x[:, r]):
+                fold[r] = np.float32(fold[r] + (abs(v) if kind == "abssum" else v))
+        assert_same_bits(fold, a["Y"], f"{kind} {rows}x{n} dim {dim}")
+        assert_agree(k.func, {"X": x, "Y": y0.copy()}, {})

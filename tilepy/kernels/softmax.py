@@ -13,7 +13,7 @@ import tilepy.language as T
 
 
 @tilepy.jit(out_idx=[-1])
-def softmax(block_M=1, block_N=1024, dtype="float32"):
+def softmax(block_M=8, block_N=1024, dtype="float32"):
     M, N = T.symbolic("M"), T.symbolic("N")
     acc = "float32"
 
