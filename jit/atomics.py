@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilepy.errors import LoweringError
 from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import (
@@ -21,6 +22,7 @@ from tilepy.ir.stmt import (
     Cumsum,
     Fill,
     For,
+    ForKind,
     Gemm,
     If,
     Launch,
@@ -83,6 +85,8 @@ def plan(s: Launch, em: Emitter) -> Plan:
     """Decide log or serial for a launch; `em` is the emitter at the launch (its variables
     are what the code before the launch can evaluate)."""
     adds = [x for x in walk(s.body) if isinstance(x, AtomicAdd)]
+    if adds:
+        check_lane_order(s.body)
     prints = [x for x in walk(s.body) if isinstance(x, (Print, Breakpoint))]
     if prints:
         return Plan({}, "the launch prints: blocks run in order" if adds or prints else None)
@@ -106,6 +110,62 @@ def plan(s: Launch, em: Emitter) -> Plan:
         t = em.names.temp
         logs[name] = Log(buf, t("li"), t("lv"), t("ln"), t("nl"), str(cap))
     return Plan(logs, None)
+
+
+# ---------------------------------------------------------------- order inside T.Parallel
+
+
+def check_lane_order(body) -> None:
+    """Refuse atomic adds whose order the JIT's loops would change.
+
+    The interpreter runs a T.Parallel body one statement at a time over all its lanes
+    (and a serial loop inside it iteration by iteration over all lanes); the JIT runs each
+    lane's whole body before the next lane's. The two orders apply the same adds to one
+    element in different sequences, and float adds round differently, when a parallel
+    nest holds two atomic adds to one buffer, or one under a serial loop or `while`.
+    One atomic add per lane and destination gives the same order in both."""
+    for st in body:
+        if isinstance(st, For) and st.kind is ForKind.PARALLEL:
+            _check_nest(st)
+        elif isinstance(st, (For, While)):
+            check_lane_order(st.body)
+        elif isinstance(st, If):
+            check_lane_order(st.then_body)
+            check_lane_order(st.else_body)
+
+
+def _check_nest(nest: For) -> None:
+    seen: dict[str, AtomicAdd] = {}
+
+    def visit(stmts, serial: str | None) -> None:
+        for st in stmts:
+            if isinstance(st, AtomicAdd):
+                name = root(st.dst.buffer).name
+                why = None
+                if serial:
+                    why = f"it sits under {serial} inside the T.Parallel loop"
+                elif name in seen:
+                    why = (f"the same T.Parallel loop also adds to {name} at line "
+                           f"{seen[name].loc.line}")
+                if why:
+                    raise LoweringError(
+                        f"T.atomic_add to {name}: {why}; the interpreter applies such adds "
+                        "statement by statement over all lanes, the JIT lane by lane, and "
+                        "the float results would differ", loc=st.loc,
+                        hint="put each atomic add in its own T.Parallel loop (or hoist the "
+                             "serial loop out of it), or run this kernel in the interpreter")
+                seen[name] = st
+            elif isinstance(st, For):
+                inner = serial if st.kind is ForKind.PARALLEL else \
+                    (serial or f"the serial loop over '{st.var.name}'")
+                visit(st.body, inner)
+            elif isinstance(st, While):
+                visit(st.body, serial or "a while loop")
+            elif isinstance(st, If):
+                visit(st.then_body, serial)
+                visit(st.else_body, serial)
+
+    visit(nest.body, None)
 
 
 # ---------------------------------------------------------------- who touches what

@@ -152,3 +152,45 @@ def test_log_sizes_come_from_the_loop_bounds():
     assert "np.int64(512)" in src  # 16 x 32 tile: one logged add per element per block
     hist = lower(cached(K.histogram)(N, BLOCK, BINS, "float32").func).source
     assert f"np.int64({BLOCK})" in hist  # one add per lane
+
+
+@T.prim_func
+def two_adds_per_lane(X: T.Tensor((64,), "float32"), H: T.Tensor((2,), "float32")):
+    with T.Kernel(1) as _:
+        for i in T.Parallel(64):
+            T.atomic_add(H[0], X[i])
+            T.atomic_add(H[0], X[i] * 2.0)  # interleaves with the line above per lane
+
+
+@T.prim_func
+def adds_under_a_serial_loop(X: T.Tensor((64,), "float32"), H: T.Tensor((2,), "float32")):
+    with T.Kernel(1) as _:
+        for i in T.Parallel(16):
+            for t in T.serial(4):
+                T.atomic_add(H[1], X[i * 4 + t])
+
+
+@T.prim_func
+def one_add_per_lane_and_buffer(X: T.Tensor((64,), "float32"), H: T.Tensor((2,), "float32"),
+                                G: T.Tensor((1,), "float32")):
+    with T.Kernel(1) as _:
+        for i in T.Parallel(64):
+            T.atomic_add(H[i % 2], X[i])
+            T.atomic_add(G[0], X[i])  # another buffer: its order is the same either way
+
+
+def test_atomic_adds_whose_lane_order_would_differ_are_refused_at_their_line():
+    from tilepy.errors import LoweringError
+
+    for k, line_text in ((two_adds_per_lane, "X[i] * 2.0"), (adds_under_a_serial_loop,
+                                                             "X[i * 4 + t]")):
+        with pytest.raises(LoweringError) as e:
+            jit.source(k.func)
+        msg = str(e.value)
+        assert "test_atomics.py" in msg and line_text in msg, msg
+        assert "statement by statement" in msg
+    x = np.random.default_rng(2).standard_normal(64).astype(np.float32) * 1e4
+    a, b = both(one_add_per_lane_and_buffer.func,
+                {"X": x, "H": np.zeros(2, np.float32), "G": np.ones(1, np.float32)}, {})
+    for name in ("H", "G"):
+        assert_same_bits(a[name], b[name], name)
