@@ -527,8 +527,8 @@ def main(argv=None) -> None:
     for name in names:
         SECTIONS[name](args.quick, rounds)
     if set(names) - {"compile", "interp"}:
-        row("fast mode", "Numba fast-math everywhere + BLAS np.dot on whole fp32/fp64 gemm "
-            "tiles (narrow-input gemms: fast-math only); checked with derived bounds")
+        row("fast mode", "Numba fast-math everywhere + BLAS np.dot on whole float32/float64 "
+            "gemm tiles (narrow inputs held as float32 included); checked with derived bounds")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from tilepy.ir.expr import Const, Region
 from tilepy.ir.stmt import Gemm
+from tilepy.ir.types import compute_dtype
 from tilepy.jit.scalars import Emitter
 from tilepy.jit.source import Writer
 
@@ -33,7 +34,8 @@ def emit_dot(em: Emitter, w: Writer, s: Gemm) -> bool:
     dt = s.c.dtype
     if dt.name not in ("float32", "float64") or not all(_whole(em, r) for r in (s.a, s.b, s.c)):
         return False
-    if s.a.dtype != dt or s.b.dtype != dt:
+    # narrow-float tiles are held as float32 on their grid (lower.py), so BLAS takes them
+    if any(compute_dtype(r.dtype) != compute_dtype(dt) for r in (s.a, s.b)):
         return False
     a, b, c = (em.ref(r.buffer).name for r in (s.a, s.b, s.c))
     a = f"{a}.T" if s.transpose_a else a

@@ -12,7 +12,7 @@ from tilepy.errors import LoweringError
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import Gemm
 from tilepy.jit.regions import Side, bind_side, open_loops
-from tilepy.jit.scalars import Emitter
+from tilepy.jit.scalars import Emitter, np_name
 from tilepy.jit.source import Writer
 from tilepy.jit.tiles import combine
 
@@ -57,6 +57,8 @@ def emit_gemm(em: Emitter, w: Writer, s: Gemm) -> None:
         _ikj(em, w, g, ("0", M), ("0", N), K)
         return
     mr, nr = MR, NR[dt.name]
+    if s.transpose_b:
+        _transpose_b(em, w, g, N, K)
     m0, n0 = int(M) - int(M) % mr, int(N) - int(N) % nr
     if m0 and n0:
         _micro(em, w, g, m0, n0, int(K), mr, nr)
@@ -76,18 +78,33 @@ class _Operands:
     def __init__(self, em: Emitter, s: Gemm, ai, bi, ci):
         self.em, self.s, self.ai, self.bi, self.c = em, s, ai, bi, ci
         self.dt = s.c.dtype
+        self.b_scratch = None  # a k-major copy of a transposed B tile (_transpose_b)
 
     def a(self, i: str, k: str) -> str:
         x = self.em.load(self.s.a.buffer, self.ai(i, k))
         return self.em.cast(x, self.s.a.dtype, self.dt)
 
     def b(self, k: str, j: str) -> str:
+        if self.b_scratch:
+            return f"{self.b_scratch}[{k}, {j}]"
         x = self.em.load(self.s.b.buffer, self.bi(k, j))
         return self.em.cast(x, self.s.b.dtype, self.dt)
 
     def step(self, c: str, a: str, b: str) -> str:
         """c + a * b: the product in C's dtype, then the add (two roundings, no FMA)."""
         return combine(self.em, Op.ADD, c, combine(self.em, Op.MUL, a, b, self.dt), self.dt)
+
+
+def _transpose_b(em: Emitter, w: Writer, g: _Operands, N: str, K: str) -> None:
+    """A transposed B tile read along k is N strided loads per k step; copy it once,
+    k-major and already in C's dtype, so the loops read rows. The values are the same
+    (the copy holds exactly what the loads gave), so are the products and sums."""
+    bt, j, k = em.names.temp("bt"), em.names.temp("j"), em.names.temp("k")
+    w.line(f"{bt} = np.empty(({K}, {N}), {np_name(g.dt)})  # B transposed, k-major")
+    w.line(f"for {j} in range({N}):")
+    w.line(f"    for {k} in range({K}):")
+    w.line(f"        {bt}[{k}, {j}] = {g.b(k, j)}")
+    g.b_scratch = bt
 
 
 def _ikj(em: Emitter, w: Writer, g: _Operands, rows, cols, K: str) -> None:

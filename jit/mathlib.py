@@ -1,11 +1,11 @@
-"""Vectorisable float64 math for the numba tier: `exp` for results stored as float32 or narrower.
+"""Vectorisable float64 math for the numba tier: `exp` and `exp2` for float32-or-narrower results.
 
 The numerics contract computes transcendentals in float64 and rounds once to the result
 dtype; the two backends "may differ in the last bit only in rare ties". libm's `exp` is
 a call per element, which LLVM cannot vectorise, and it dominated the JIT's softmax. This
 module owns a branch-free float64 `exp` that LLVM vectorises (8 lanes with AVX-512):
 
-    n = nearest integer to x / ln2        (the 1.5 * 2**52 shift trick: the low bits of t hold n)
+    n = rint(x / ln2)                     (llvm.rint: not undone by fast-math reassociation)
     r = x - n * ln2                       (two fused steps with ln2 split in hi + lo)
     exp(r) = 1 + r + r**2 * q(r)          (|r| <= ln2 / 2; q: Taylor terms 1/2! .. 1/13!, Estrin)
     exp(x) = 2**n * exp(r)                (n added to the exponent field)
@@ -16,14 +16,21 @@ true value lies within about 2**-52 (relative) of a float32 rounding boundary: t
 ties" of the contract, roughly 1 in 10**8 random inputs. For a float64 result the JIT keeps
 libm, whose float64 results agree with numpy's except in rare ties; this `exp` would not.
 
-The argument is clamped to [-200, 200] before the reduction, so the scaling never leaves
-the normal range. That is exact for its purpose: exp(-200) ~ 1.4e-87 and exp(200) ~ 7e86
-round to 0 and inf in float32 as every x beyond them does. NaN passes through unchanged.
+`exp2` reduces exactly (x = n + r, |r| <= 1/2, r = x - n has no rounding error), then
+evaluates exp(r * ln2) with the same polynomial; r * ln2 is rounded once (fma with ln2 in
+hi + lo), which adds under 0.1 ulp.
 
-The multiply-adds use `llvm.fma` (exactly rounded, the same bits on every machine, in
-software where the CPU lacks FMA): this is the implementation of one float64 function, as
-libm's own exp uses FMA, not a contraction of the kernel's arithmetic, which stays
-FMA-free. The py tier uses numpy's exp for the same op.
+The argument is clamped to [-200, 200] (exp2: [-300, 300]) before the reduction, so the
+scaling never leaves the normal range. That is exact for its purpose: exp(-200) ~ 1.4e-87
+and exp(200) ~ 7e86 round to 0 and inf in float32 as every x beyond them does. NaN passes
+through unchanged.
+
+The rounding to an integer is `llvm.rint` and the multiply-adds are `llvm.fma` (exactly
+rounded, the same bits on every machine, in software where the CPU lacks FMA), so fast
+mode's flags cannot undo the range reduction (a `(x + 1.5 * 2**52) - 1.5 * 2**52` rounding
+trick would be reassociated away). FMA here implements one float64 function, as libm's own
+exp does; it is not a contraction of the kernel's arithmetic, which stays FMA-free. The py
+tier uses numpy's exp and exp2 for the same ops.
 """
 
 from __future__ import annotations
@@ -38,8 +45,8 @@ _C = [1.0 / math.factorial(k) for k in range(2, 14)]
 _INV_LN2 = 1.4426950408889634  # 1 / ln 2, rounded to float64
 _LN2_HI = 0.6931471805599453  # ln 2 rounded to float64 ...
 _LN2_LO = 2.3190468138462996e-17  # ... and the rest: ln 2 - _LN2_HI, to float64
-_SHIFT = 6755399441055744.0  # 1.5 * 2**52: x + _SHIFT rounds x to an integer in its low bits
 _CLAMP = 200.0
+_CLAMP2 = 300.0  # 2**-300 and 2**300 are 0 and inf in float32, as every x beyond them
 
 
 @lru_cache(maxsize=None)
@@ -53,28 +60,34 @@ def numba_math() -> dict:
 
     from tilepy.precision.codecs64 import bits_f64, f64_bits
 
-    @intrinsic
-    def fma(typingctx, a, b, c):
-        """a * b + c rounded once (llvm.fma.f64)."""
-        sig = types.float64(types.float64, types.float64, types.float64)
-
+    def _call(name: str, arity: int):
+        """codegen calling the float64 LLVM intrinsic `name`."""
         def codegen(context, builder, signature, args):
             d = llvm_ir.DoubleType()
             fn = cgutils.get_or_insert_function(
-                builder.module, llvm_ir.FunctionType(d, [d, d, d]), "llvm.fma.f64")
+                builder.module, llvm_ir.FunctionType(d, [d] * arity), name)
             return builder.call(fn, args)
 
-        return sig, codegen
+        return codegen
+
+    f64 = types.float64
+
+    @intrinsic
+    def fma(typingctx, a, b, c):
+        """a * b + c, rounded once (llvm.fma.f64)."""
+        return f64(f64, f64, f64), _call("llvm.fma.f64", 3)
+
+    @intrinsic
+    def rint(typingctx, x):
+        """x rounded to an integer, ties to even (llvm.rint.f64)."""
+        return f64(f64), _call("llvm.rint.f64", 1)
 
     c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _C
-    U52 = np.uint64(52)
+    I52 = np.int64(52)
 
     @numba.njit(inline="always")
-    def exp_to32(x):
-        xc = min(max(x, -_CLAMP), _CLAMP)
-        t = fma(xc, _INV_LN2, _SHIFT)
-        n = t - _SHIFT
-        r = fma(-n, _LN2_LO, fma(-n, _LN2_HI, xc))
+    def exp_reduced(r, n):
+        """2**n * exp(r) for |r| <= ln2/2 (a little more is fine) and integer |n| <= 300."""
         r2 = r * r
         r4 = r2 * r2
         hi = fma(fma(c13, r, c12), r2, fma(c11, r, c10))
@@ -82,14 +95,27 @@ def numba_math() -> dict:
         lo = fma(fma(c5, r, c4), r2, fma(c3, r, c2))
         q = fma(fma(hi, r4, mid), r4, lo)
         y = 1.0 + fma(r2, q, r)
-        # 2**n: n sits in t's low mantissa bits (two's complement); only its low 12 bits
-        # reach the exponent field, which is all |n| <= 289 needs
-        y = bits_f64(f64_bits(y) + (f64_bits(t) << U52))
+        return bits_f64(f64_bits(y) + np.uint64(np.int64(n) << I52))  # n into the exponent
+
+    @numba.njit(inline="always")
+    def exp_to32(x):
+        xc = min(max(x, -_CLAMP), _CLAMP)
+        n = rint(xc * _INV_LN2)
+        y = exp_reduced(fma(-n, _LN2_LO, fma(-n, _LN2_HI, xc)), n)
         return x if x != x else y
 
-    return {"_exp_to32": exp_to32}
+    @numba.njit(inline="always")
+    def exp2_to32(x):
+        xc = min(max(x, -_CLAMP2), _CLAMP2)
+        n = rint(xc)
+        r = xc - n  # exact: |r| <= 1/2
+        y = exp_reduced(fma(r, _LN2_HI, r * _LN2_LO), n)
+        return x if x != x else y
+
+    return {"_exp_to32": exp_to32, "_exp2_to32": exp2_to32}
 
 
 def py_math() -> dict:
     """The same helpers for the py tier (no Numba): numpy's float64 exp."""
-    return {"_exp_to32": lambda x: np.float64(np.exp(np.float64(x)))}
+    return {"_exp_to32": lambda x: np.float64(np.exp(np.float64(x))),
+            "_exp2_to32": lambda x: np.float64(np.exp2(np.float64(x)))}

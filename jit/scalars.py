@@ -24,6 +24,7 @@ from tilepy.jit.source import Names
 # rare ties, as the contract allows); a float64 result keeps the op table's libm form.
 _TO32 = {
     Op.EXP: "_exp_to32({0})",
+    Op.EXP2: "_exp2_to32({0})",
     Op.SIGMOID: "(1.0 / (1.0 + _exp_to32(-{0})))",
 }
 

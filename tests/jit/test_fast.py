@@ -52,3 +52,27 @@ def test_fast_mode_other_constructs_stay_exact_when_nothing_can_change():
     jit.run(func, b, sizes, fast=True)
     out = func.params[-1].name
     assert np.array_equal(a[out].view(np.uint8), b[out].view(np.uint8))
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float8_e4m3fn"])
+def test_fast_gemm_takes_narrow_tiles_to_blas_within_the_bound(dt):
+    """Narrow tiles are held as float32 on their grid, so their products are exact and
+    BLAS's float32 sum of K of them stays within gamma_K * sum|a||b| of the exact value."""
+    import ml_dtypes
+
+    func = gemm(32, 32, 16, dt, "float32", "float32").func
+    k = jit.compile(func, fast=True)
+    assert "np.dot(" in k.source
+    rng = np.random.default_rng(6)
+    M, N, K = 45, 70, 37
+    a = rng.standard_normal((M, K)).astype(getattr(ml_dtypes, dt))
+    b = rng.standard_normal((K, N)).astype(getattr(ml_dtypes, dt))
+    want, got = np.zeros((M, N), np.float32), np.zeros((M, N), np.float32)
+    sizes = {"M": M, "N": N, "K": K}
+    interp_run(func, {"A": a, "B": b, "C": want}, sizes)
+    k({"A": a, "B": b, "C": got}, sizes)
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    bound = 2 * gamma(K, 2.0**-24) * (np.abs(A) @ np.abs(B))
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    assert np.all(err <= bound), float((err / np.maximum(bound, 1e-300)).max())
+    assert not np.array_equal(got, np.zeros_like(got))

@@ -27,15 +27,14 @@ EDGES = np.array([
 ], dtype=np.float64)
 
 
-@pytest.fixture(scope="module")
-def exp_to32():
+def _elementwise(name: str, fastmath: bool = False):
     import numba
 
     from tilepy.jit.mathlib import numba_math
 
-    f = numba_math()["_exp_to32"]
+    f = numba_math()[name]
 
-    @numba.njit
+    @numba.njit(fastmath=fastmath)
     def each(x, out):
         for i in range(x.shape[0]):
             out[i] = f(x[i])
@@ -46,6 +45,34 @@ def exp_to32():
         return out
 
     return run
+
+
+@pytest.fixture(scope="module")
+def exp_to32():
+    return _elementwise("_exp_to32")
+
+
+@pytest.fixture(scope="module")
+def exp2_to32():
+    return _elementwise("_exp2_to32")
+
+
+def test_exp2_is_within_one_ulp_and_rounds_to_float32_correctly(exp2_to32):
+    rng = np.random.default_rng(17)
+    x = np.concatenate([rng.uniform(-160.0, 135.0, 1 << 20), rng.uniform(-1, 1, 1 << 18),
+                        np.arange(-160, 140, 0.5)])  # integers and halves: the r = 0, 1/2 ends
+    got = exp2_to32(x)
+    true = np.exp2(x.astype(np.longdouble))
+    err = np.abs((got.astype(np.longdouble) - true) / np.spacing(got).astype(np.longdouble))
+    assert float(err.max()) < 1.1, float(err.max())
+    with np.errstate(over="ignore"):
+        x32 = np.concatenate([(rng.standard_normal(1 << 21) * 40).astype(np.float32),
+                              EDGES.astype(np.float32), np.float32([-149.5, -150, 128, 127.99])])
+        g32 = exp2_to32(x32.astype(np.float64)).astype(np.float32)
+        w32 = np.exp2(x32.astype(np.longdouble)).astype(np.float32)
+    nan = np.isnan(x32)
+    assert np.array_equal(bits(g32[~nan]), bits(w32[~nan]))
+    assert np.isnan(g32[nan]).all()
 
 
 def test_exp_is_within_one_ulp_of_float64_on_the_float32_range(exp_to32):
@@ -73,6 +100,19 @@ def test_exp_rounded_to_float32_is_the_correctly_rounded_result(exp_to32):
     assert np.isnan(got[nan]).all()
 
 
+@pytest.mark.parametrize("name", ["_exp_to32", "_exp2_to32"])
+def test_fast_math_flags_do_not_undo_the_range_reduction(name):
+    """Fast kernels inline the same functions under fast-math flags (reassociation would
+    cancel an `(x + 1.5 * 2**52) - 1.5 * 2**52` rounding and give errors of whole units);
+    the flags may move the last bit, not more."""
+    x = np.random.default_rng(4).uniform(-100.0, 80.0, 1 << 16)
+    got = _elementwise(name, fastmath=True)(x)
+    xl = x.astype(np.longdouble)
+    true = np.exp(xl) if name == "_exp_to32" else np.exp2(xl)
+    err = np.abs((got.astype(np.longdouble) - true) / np.spacing(got).astype(np.longdouble))
+    assert float(err.max()) < 1.5, float(err.max())
+
+
 def test_exp_keeps_a_nan_payload_and_sign(exp_to32):
     x = np.array([np.nan, -np.nan], dtype=np.float64)
     x.view(np.uint64)[0] |= np.uint64(12345)
@@ -84,13 +124,15 @@ N_EW = 64
 
 @T.prim_func
 def transcendentals(X: T.Tensor((N_EW,), "float32"), E32: T.Tensor((N_EW,), "float32"),
-                    S32: T.Tensor((N_EW,), "float32"), EB: T.Tensor((N_EW,), "bfloat16"),
+                    S32: T.Tensor((N_EW,), "float32"), P32: T.Tensor((N_EW,), "float32"),
+                    EB: T.Tensor((N_EW,), "bfloat16"),
                     E8: T.Tensor((N_EW,), "float8_e4m3fn"),
                     E64: T.Tensor((N_EW,), "float64")):
     with T.Kernel(1) as _:
         for i in T.Parallel(N_EW):
             E32[i] = T.exp(X[i])
             S32[i] = T.sigmoid(X[i])
+            P32[i] = T.exp2(X[i])
             EB[i] = T.exp(T.cast(X[i], "bfloat16"))
             E8[i] = T.exp(T.cast(X[i], "float8_e4m3fn") * T.cast(0.25, "float8_e4m3fn"))
             E64[i] = T.exp(T.cast(X[i], "float64"))
@@ -100,6 +142,7 @@ def _outs():
     import ml_dtypes
 
     return {"E32": np.zeros(N_EW, np.float32), "S32": np.zeros(N_EW, np.float32),
+            "P32": np.zeros(N_EW, np.float32),
             "EB": np.zeros(N_EW, ml_dtypes.bfloat16),
             "E8": np.zeros(N_EW, ml_dtypes.float8_e4m3fn), "E64": np.zeros(N_EW, np.float64)}
 
@@ -107,7 +150,8 @@ def _outs():
 @pytest.mark.parametrize("tier", ["numba", "py"])
 def test_exp_and_sigmoid_agree_with_the_interpreter(tier):
     src = tilepy.jit.source(transcendentals.func)
-    assert "_exp_to32(" in src and "math.exp(" in src  # float64 results keep libm
+    assert "_exp_to32(" in src and "_exp2_to32(" in src
+    assert "math.exp(" in src  # float64 results keep libm
     rng = np.random.default_rng(3)
     with np.errstate(over="ignore"):
         edges = EDGES.astype(np.float32)
