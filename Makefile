@@ -29,15 +29,15 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 bench: $(STAMP)
-	$(PY) bench/interp_vs_triton.py
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/interp_vs_triton.py
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/codecs.py
 
 bench-jit: $(STAMP)
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/jit_bench.py
 
 bench-comm: $(STAMP)
-	$(PY) bench/collectives.py
-	$(PY) bench/comm_scaling.py
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/collectives.py
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/comm_scaling.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

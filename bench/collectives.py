@@ -7,6 +7,8 @@ Columns: size, time (median us), algbw = bytes / time, busbw = algbw * 2(p-1)/p 
 A column "ring" is the default call (local: the shared-memory path, read-only result);
 "ring out=" writes a private out buffer; "ring messages" is the local message-passing path.
 MPI rows come from `mpiexec -n p python bench/collectives.py --worker`, run by this script.
+`make bench-comm` runs it with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for its own
+command (they slow numpy's adds on these machines); tests leave them.
 """
 
 from __future__ import annotations

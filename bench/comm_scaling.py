@@ -3,7 +3,8 @@ data-parallel scaling of a model from 8 to 4096 ranks (bucketed, overlapped allr
 
   python bench/comm_scaling.py [topology.json]
 Without a file, an example cluster: 8 ranks per node (2 us, 100 GB/s), 512 nodes
-(10 us, 25 GB/s, 2:1 oversubscribed), reduction at 50 GB/s.
+(10 us, 25 GB/s, 2:1 oversubscribed), reduction at 50 GB/s. A model, no measurement:
+`make bench-comm` unsets OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE only for uniformity.
 """
 
 from __future__ import annotations

@@ -10,10 +10,12 @@ interpreter (TRITON_INTERPRET=1) was measured on this kind of machine at 0.55 s,
 (TILEPY_INTERP_THREADS=1), its rounds interleaved with the default matmul's; nothing else
 in this script changes the environment.
 
-Run: python bench/interp_vs_triton.py [ROUNDS]  (medians of rounds, default 7; each kernel's
-rounds alternate tilepy and numpy. Kernels are measured one after the other, not mixed: a
-matmul run just before it made the next vector add 2-3x slower for numpy and tilepy alike,
-through the allocator returning freed memory that then has to be faulted in again.)
+Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/interp_vs_triton.py [ROUNDS]
+(`make bench`; the two variables are unset for this command only: they slow numpy here).
+Medians of rounds, default 7; each kernel's rounds alternate tilepy and numpy. Kernels are
+measured one after the other, not mixed: a matmul run just before it made the next vector
+add 2-3x slower for numpy and tilepy alike, through the allocator returning freed memory
+that then has to be faulted in again.
 """
 
 import os
