@@ -63,6 +63,24 @@ def test_softmax_one_pass_and_online_paths_numba():
         assert case.passes(got)
 
 
+def test_conv_channel_runs_and_general_gather_numba():
+    """block_K dividing C copies channel runs per row; otherwise the element gather."""
+    import numpy as np
+
+    from tilepy.kernels.checks import conv_case
+
+    rng = np.random.default_rng(10)
+    for case in (conv_case(rng, 2, 5, 6, 32, 16, stride=2, pad=1),
+                 conv_case(rng, 1, 4, 5, 64, 8, stride=1, pad=0),
+                 conv_case(rng, 1, 5, 5, 12, 8)):
+        with tilepy.backend("interp"):
+            want = case.kernel(*case.inputs)
+        with tilepy.backend("jit"):
+            got = case.kernel(*case.inputs)
+        assert_same_bits(want, got, case.shape)
+        assert case.passes(got)
+
+
 GEMMS = [  # (block_M, block_N, block_K, in, out, accum, trans_A, trans_B): register blocks
     (32, 48, 16, "float32", "float32", "float32", True, True),  # + 4x16 remainder strips
     (64, 64, 32, "bfloat16", "float32", "float32", False, False),
