@@ -63,8 +63,8 @@ def test_softmax_one_pass_and_online_paths_numba():
         assert case.passes(got)
 
 
-def test_conv_channel_runs_and_general_gather_numba():
-    """block_K dividing C copies channel runs per row; otherwise the element gather."""
+def test_conv_with_and_without_channel_multiples_of_block_k_numba():
+    """C a multiple of block_K (k steps inside one (kh, kw)) or not, padding or not."""
     import numpy as np
 
     from tilepy.kernels.checks import conv_case

@@ -19,7 +19,7 @@ def _cases():
         checks.gemm_case(rng, 64, 70, 96, "float8_e4m3fn"),
         checks.dequant_case(rng, 40, 70, 128),
         checks.conv_case(rng, 1, 7, 9, 8, 16, stride=2, pad=1),
-        checks.conv_case(rng, 2, 5, 6, 32, 16, stride=2, pad=1),  # channel runs (32 | C)
+        checks.conv_case(rng, 2, 5, 6, 32, 16, stride=2, pad=1),  # block_K divides C
         checks.softmax_case(rng, 9, 700, block_N=256),
         checks.softmax_case(rng, 9, 200, block_N=256),
         checks.layernorm_case(rng, 10, 300),

@@ -2,9 +2,8 @@
 
 Each program computes a (block_M pixels) x (block_N filters) output tile. The k-loop walks
 KH*KW*C in steps of block_K: the A tile is gathered from the input (zero where the window
-falls in the padding; when block_K divides C, as one contiguous channel run per row), the
-B tile is the filter tensor re-viewed as a (KH*KW*C, F) matrix, and the output is
-re-viewed as (N*OH*OW, F).
+falls in the padding), the B tile is the filter tensor re-viewed as a (KH*KW*C, F) matrix,
+and the output is re-viewed as (N*OH*OW, F).
 """
 
 import tilepy
@@ -29,29 +28,15 @@ def conv2d_nhwc(N, H, W, C, F, KH, KW, stride=1, pad=0, block_M=64, block_N=64, 
             acc = T.alloc_fragment((block_M, block_N), accum_dtype)
             T.clear(acc)
             for k in T.Pipelined(T.ceildiv(depth, block_K), num_stages=2):
-                if C % block_K == 0:
-                    # a k step stays inside one (kh, kw): each A row is a contiguous run of
-                    # the input's channels, or zeros where the window is in the padding or
-                    # the row is past the last pixel
-                    kh, kw, c0 = k * block_K // (KW * C), k * block_K // C % KW, k * block_K % C
-                    for i in T.serial(block_M):
-                        r = by * block_M + i
-                        n, oh, ow = r // (OH * OW), r % (OH * OW) // OW, r % OW
-                        ih, iw = oh * stride + kh - pad, ow * stride + kw - pad
-                        if r < rows and ih >= 0 and ih < H and iw >= 0 and iw < W:
-                            T.copy(X[n, ih, iw, c0:c0 + block_K], A_s[i, 0:block_K])
-                        else:
-                            T.fill(A_s[i, 0:block_K], 0.0)
-                else:
-                    for i, j in T.Parallel(block_M, block_K):
-                        r, d = by * block_M + i, k * block_K + j
-                        n, oh, ow = r // (OH * OW), r % (OH * OW) // OW, r % OW
-                        kh, kw, c = d // (KW * C), d // C % KW, d % C
-                        ih, iw = oh * stride + kh - pad, ow * stride + kw - pad
-                        if r < rows and d < depth and ih >= 0 and ih < H and iw >= 0 and iw < W:
-                            A_s[i, j] = X[n, ih, iw, c]
-                        else:
-                            A_s[i, j] = 0.0
+                for i, j in T.Parallel(block_M, block_K):
+                    r, d = by * block_M + i, k * block_K + j
+                    n, oh, ow = r // (OH * OW), r % (OH * OW) // OW, r % OW
+                    kh, kw, c = d // (KW * C), d // C % KW, d % C
+                    ih, iw = oh * stride + kh - pad, ow * stride + kw - pad
+                    if r < rows and d < depth and ih >= 0 and ih < H and iw >= 0 and iw < W:
+                        A_s[i, j] = X[n, ih, iw, c]
+                    else:
+                        A_s[i, j] = 0.0
                 T.copy(W_mat[k * block_K, bx * block_N], B_s)
                 T.gemm(A_s, B_s, acc)
             T.copy(acc, Y_mat[by * block_M, bx * block_N])
