@@ -63,7 +63,8 @@ def _max_lanes(v, init):
 
 
 def _min_lanes(v, init):
-    """`_max_lanes` for `_min`."""
+    """`_max_lanes` for `_min`. (Two copies on purpose: one helper taking `_max`/`_min` as
+    an argument made Numba refuse to cache every kernel calling it, "dynamic globals".)"""
     l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = init
     n = v.shape[0]
     n8 = n - n % 8
