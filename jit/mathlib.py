@@ -116,6 +116,6 @@ def numba_math() -> dict:
 
 
 def py_math() -> dict:
-    """The same helpers for the py tier (no Numba): numpy's float64 exp."""
+    """The same helpers for the py tier (no Numba): numpy's float64 exp and exp2."""
     return {"_exp_to32": lambda x: np.float64(np.exp(np.float64(x))),
             "_exp2_to32": lambda x: np.float64(np.exp2(np.float64(x)))}
