@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tilepy.language as T  # noqa: E402
 from tilepy.jit import atomics, bounds, compiler  # noqa: E402
-from tilepy.kernels import gemm, softmax  # noqa: E402
+from tilepy.kernels import gemm, gemm_split_k, softmax  # noqa: E402
 
 
 @contextmanager
@@ -94,27 +94,6 @@ def histogram(n: int, block: int, bins: int):
     return hist
 
 
-def split_k(bm: int, bn: int, bk: int, splits: int):
-    M, N, K = T.symbolic("M"), T.symbolic("N"), T.symbolic("K")
-
-    @T.prim_func
-    def gemm_split_k(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"),
-                     C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), splits) as (bx, by, bz):
-            a_s = T.alloc_shared((bm, bk), "float32")
-            b_s = T.alloc_shared((bk, bn), "float32")
-            c_l = T.alloc_fragment((bm, bn), "float32")
-            T.clear(c_l)
-            per = T.ceildiv(K, bk * splits)
-            for ko in T.Pipelined(per, num_stages=2):
-                T.copy(A[by * bm, (bz * per + ko) * bk], a_s)
-                T.copy(B[(bz * per + ko) * bk, bx * bn], b_s)
-                T.gemm(a_s, b_s, c_l)
-            T.atomic_add(C[by * bm, bx * bn], c_l)
-
-    return gemm_split_k
-
-
 def gather(bm: int, n: int):
     M, N = T.symbolic("M"), T.symbolic("N")
 
@@ -159,7 +138,7 @@ def main() -> None:
                   W=rng.standard_normal(n).astype(np.float32), H=np.zeros(16, np.float32))
     compare("histogram 4M -> 16 bins", build(f), build(f, serial_atomics), arrays, {}, "H",
             r)
-    f = split_k(64, 64, 32, 4).func
+    f = gemm_split_k(64, 64, 32, 4).func
     M = N = 512
     K = 4096
     arrays = dict(A=rng.standard_normal((M, K)).astype(np.float32),

@@ -14,6 +14,7 @@ import tilepy.jit as jit
 import tilepy.language as T
 from tests.interpreter import kernels as K
 from tests.jit.oracle import assert_same_bits, both
+from tilepy.kernels import gemm_split_k
 
 cached = functools.lru_cache(maxsize=None)
 N, BLOCK, BINS = 600, 64, 3
@@ -66,31 +67,8 @@ def test_histogram_atomics_run_in_parallel_with_the_interpreters_bits(dtype):
     assert_same_bits(want, got["H"], f"py tier {dtype}")
 
 
-def split_k_gemm(bm: int, bn: int, bk: int, splits: int):
-    """C += A @ B with K cut into `splits` slices, one block per (tile, slice); each block
-    adds its partial tile into C with T.atomic_add (blocks of one tile add in slice order)."""
-    M, N_, K_ = T.symbolic("M"), T.symbolic("N"), T.symbolic("K")
-
-    @T.prim_func
-    def gemm_split_k(A: T.Tensor((M, K_), "float32"), B: T.Tensor((K_, N_), "float32"),
-                     C: T.Tensor((M, N_), "float32")):
-        with T.Kernel(T.ceildiv(N_, bn), T.ceildiv(M, bm), splits) as (bx, by, bz):
-            a_s = T.alloc_shared((bm, bk), "float32")
-            b_s = T.alloc_shared((bk, bn), "float32")
-            c_l = T.alloc_fragment((bm, bn), "float32")
-            T.clear(c_l)
-            per = T.ceildiv(K_, bk * splits)
-            for ko in T.Pipelined(per, num_stages=2):
-                T.copy(A[by * bm, (bz * per + ko) * bk], a_s)
-                T.copy(B[(bz * per + ko) * bk, bx * bn], b_s)
-                T.gemm(a_s, b_s, c_l)
-            T.atomic_add(C[by * bm, bx * bn], c_l)
-
-    return gemm_split_k
-
-
 def test_split_k_gemm_with_atomic_adds_matches_the_interpreter():
-    func = cached(split_k_gemm)(16, 32, 8, 3).func
+    func = gemm_split_k(16, 32, 8, 3).func
     src = jit.source(func)
     assert "in prange(" in src and "_replay" in src
     rng = np.random.default_rng(11)
@@ -148,7 +126,7 @@ def test_a_launch_that_reads_its_atomic_destination_stays_serial():
 def test_log_sizes_come_from_the_loop_bounds():
     from tilepy.jit.lower import lower
 
-    src = lower(cached(split_k_gemm)(16, 32, 8, 3).func).source
+    src = lower(gemm_split_k(16, 32, 8, 3).func).source
     assert "np.int64(512)" in src  # 16 x 32 tile: one logged add per element per block
     hist = lower(cached(K.histogram)(N, BLOCK, BINS, "float32").func).source
     assert f"np.int64({BLOCK})" in hist  # one add per lane

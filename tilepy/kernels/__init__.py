@@ -10,12 +10,12 @@ from tilepy.kernels.attention import flash_attention
 from tilepy.kernels.conv import conv2d_nhwc
 from tilepy.kernels.dequant import dequant_gemm_fp4
 from tilepy.kernels.elementwise import bias_gelu, vector_add
-from tilepy.kernels.gemm import gemm
+from tilepy.kernels.gemm import gemm, gemm_split_k
 from tilepy.kernels.norms import layernorm, rmsnorm
 from tilepy.kernels.reductions import row_reduce
 from tilepy.kernels.softmax import softmax
 
 __all__ = [
-    "bias_gelu", "conv2d_nhwc", "dequant_gemm_fp4", "flash_attention", "gemm", "layernorm",
-    "rmsnorm", "row_reduce", "softmax", "vector_add",
+    "bias_gelu", "conv2d_nhwc", "dequant_gemm_fp4", "flash_attention", "gemm", "gemm_split_k",
+    "layernorm", "rmsnorm", "row_reduce", "softmax", "vector_add",
 ]

@@ -37,3 +37,29 @@ def gemm(block_M=64, block_N=64, block_K=32, in_dtype="float16", out_dtype="floa
             T.copy(C_local, C[by * block_M, bx * block_N])
 
     return gemm
+
+
+@tilepy.jit
+def gemm_split_k(block_M=64, block_N=64, block_K=32, splits=4):
+    """C += A @ B (float32) with K cut into `splits` slices: one block per (C tile, slice),
+    each adding its partial tile into C with T.atomic_add. The adds to one tile apply in
+    block order (slice order), so the result is deterministic; the caller passes C (zero
+    for a plain product)."""
+    M, N, K = T.symbolic("M"), T.symbolic("N"), T.symbolic("K")
+
+    @T.prim_func
+    def gemm_split_k(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"),
+                     C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), splits) as (bx, by, bz):
+            a_s = T.alloc_shared((block_M, block_K), "float32")
+            b_s = T.alloc_shared((block_K, block_N), "float32")
+            c_l = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(c_l)
+            per = T.ceildiv(K, block_K * splits)
+            for ko in T.Pipelined(per, num_stages=2):
+                T.copy(A[by * block_M, (bz * per + ko) * block_K], a_s)
+                T.copy(B[(bz * per + ko) * block_K, bx * block_N], b_s)
+                T.gemm(a_s, b_s, c_l)
+            T.atomic_add(C[by * block_M, bx * block_N], c_l)
+
+    return gemm_split_k
