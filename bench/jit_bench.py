@@ -211,6 +211,24 @@ def _fast_bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return 2 * checks.gamma(K + 1) * s + 2 * checks.gamma(K, 2.0**-53) * s
 
 
+def _time_gemm(what: str, k, kf, a, b, exact_products: bool, rounds: int):
+    """Check the exact and fast kernels on n x n inputs, then time them against numpy's
+    float32 matmul of the same values, interleaved; (times, GFLOP/s by competitor)."""
+    n = a.shape[0]
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    c, cf, out = (np.empty((n, n), np.float32) for _ in range(3))
+    sz = {"M": n, "N": n, "K": n}
+    k({"A": a, "B": b, "C": c}, sz)
+    kf({"A": a, "B": b, "C": cf}, sz)
+    ref, bound = _gemm_bound(a, b, exact_products)
+    check_bound(f"{what} exact", c, ref, bound)
+    check_bound(f"{what} fast", cf, ref, _fast_bound(a, b))
+    t = interleave({"jit": lambda: k({"A": a, "B": b, "C": c}, sz),
+                    "fast": lambda: kf({"A": a, "B": b, "C": cf}, sz),
+                    "numpy": lambda: np.matmul(a32, b32, out=out)}, rounds)
+    return t, {x: 2 * n**3 / t[x] / 1e9 for x in t}
+
+
 def bench_matmul(quick: bool, rounds: int) -> None:
     f = gemm(64, 64, 32, "float32", "float32").func
     k, kf = jit.compile(f), jit.compile(f, fast=True)
@@ -222,17 +240,7 @@ def _matmul(k, kf, n: int, rounds: int) -> None:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = rng.standard_normal((n, n)).astype(np.float32)
-    c, cf, out = (np.empty((n, n), np.float32) for _ in range(3))
-    sz = {"M": n, "N": n, "K": n}
-    k({"A": a, "B": b, "C": c}, sz)
-    kf({"A": a, "B": b, "C": cf}, sz)
-    ref, bound = _gemm_bound(a, b, False)
-    check_bound(f"fp32 matmul {n} exact", c, ref, bound)
-    check_bound(f"fp32 matmul {n} fast", cf, ref, _fast_bound(a, b))
-    t = interleave({"jit": lambda: k({"A": a, "B": b, "C": c}, sz),
-                    "fast": lambda: kf({"A": a, "B": b, "C": cf}, sz),
-                    "numpy": lambda: np.matmul(a, b, out=out)}, rounds)
-    gf = {x: 2 * n**3 / t[x] / 1e9 for x in t}
+    t, gf = _time_gemm(f"fp32 matmul {n}", k, kf, a, b, False, rounds)
     row(f"fp32 matmul {n}", f"exact {gf['jit']:6.1f} GFLOP/s ({t.ratio('numpy', 'jit'):.2f}x,"
         f" goal 0.5x; {gf['jit'] / PEAK:.2f} of peak)  fast {gf['fast']:6.1f} "
         f"({t.ratio('numpy', 'fast'):.2f}x, goal 0.9x)"
@@ -260,18 +268,7 @@ def bench_narrow(quick: bool, rounds: int) -> None:
 
 def _narrow(dt: str, k, kf, n: int, rounds: int) -> None:
     a, b = _narrow_inputs(n, dt)
-    a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    c, cf, out = (np.empty((n, n), np.float32) for _ in range(3))
-    sz = {"M": n, "N": n, "K": n}
-    k({"A": a, "B": b, "C": c}, sz)
-    kf({"A": a, "B": b, "C": cf}, sz)
-    ref, bound = _gemm_bound(a, b, True)
-    check_bound(f"{dt} gemm {n} exact", c, ref, bound)
-    check_bound(f"{dt} gemm {n} fast", cf, ref, _fast_bound(a, b))
-    t = interleave({"jit": lambda: k({"A": a, "B": b, "C": c}, sz),
-                    "fast": lambda: kf({"A": a, "B": b, "C": cf}, sz),
-                    "numpy": lambda: np.matmul(a32, b32, out=out)}, rounds)
-    gf = {x: 2 * n**3 / t[x] / 1e9 for x in t}
+    t, gf = _time_gemm(f"{dt} gemm {n}", k, kf, a, b, True, rounds)
     short = "bf16" if dt == "bfloat16" else "fp8e4m3"
     row(f"{short} gemm {n} (fp32 acc)",
         f"exact {gf['jit']:6.1f} GFLOP/s ({t.ratio('numpy', 'jit'):.2f}x numpy fp32, "
