@@ -16,6 +16,7 @@ from tilepy.frontend.values import DataRef, StartPoint, describe
 from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import Op
 from tilepy.ir.types import Scope, int32
+from tilepy.language import SizeExpr, SymbolicSize
 from tilepy.precision.formats import Format
 
 _BINOPS = {
@@ -247,7 +248,10 @@ class ExpressionMixin:
             return inline_macro(self, fn, args, kwargs, loc)
         if any(exprs.is_ir(a) for a in list(args) + list(kwargs.values())):
             return self.call_python_on_ir(fn, args, kwargs, node, loc)
-        return self.build_time(lambda: fn(*args, **kwargs), loc)
+        out = self.build_time(lambda: fn(*args, **kwargs), loc)
+        if isinstance(out, (SymbolicSize, SizeExpr)):  # T.symbolic("n") in the body
+            return self.size_expr(out, loc)
+        return out
 
     def build_time(self, thunk, loc: Loc):
         """Run Python code on build-time values; its errors point at the kernel line."""
