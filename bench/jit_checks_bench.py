@@ -8,6 +8,10 @@
 - bounds checks: gemm 1024 and softmax 4096x1024 (every local access proven in range, so
   no check is emitted) and a row gather through a local index array (one data-dependent
   index checked per element) with the checks as they ship vs with them removed.
+- global element checks: a bias add written with element loads and stores of global
+  arrays (`Z[r, c] = X[r, c] + B[c]`), as shipped (jit/versioning.py: the nest runs
+  unchecked once its index ranges are known to lie inside the arrays) vs every access
+  checked (no versioning) vs the guards of before (loads outside gave 0, no error).
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/jit_checks_bench.py \
         [--rounds 7]
@@ -60,6 +64,35 @@ def no_checks():
         regions.check_region = saved_r
 
 
+@contextmanager
+def no_versioning():
+    """Every global element access checked: no unchecked copy of any nest."""
+    from tilepy.jit import versioning
+
+    saved = versioning.plan
+    versioning.plan = lambda em, w, loop: None
+    try:
+        yield
+    finally:
+        versioning.plan = saved
+
+
+@contextmanager
+def guards_only():
+    """Global element accesses as before their checks: a load outside gives 0 and a store
+    outside is dropped, silently."""
+    from tilepy.jit.scalars import Emitter
+
+    saved = bounds.CheckedEmitter.global_load, bounds.CheckedEmitter.element_store
+    bounds.CheckedEmitter.global_load = lambda self, e: Emitter.expr(self, e)
+    bounds.CheckedEmitter.element_store = lambda self, buf, idx, v: self.store(buf, idx, v)
+    try:
+        with no_versioning():
+            yield
+    finally:
+        bounds.CheckedEmitter.global_load, bounds.CheckedEmitter.element_store = saved
+
+
 def build(func, ctx=None):
     """A compiled kernel, bypassing the memory cache (the variants share the PrimFunc)."""
     if ctx is None:
@@ -109,6 +142,19 @@ def gather(bm: int, n: int):
                 Y[bx * bm + i, j] = t[perm[i], j] * 2.0
 
     return gather_rows
+
+
+def bias_add(bm: int, bn: int):
+    M, N = T.symbolic("M"), T.symbolic("N")
+
+    @T.prim_func
+    def bias_add(X: T.Tensor((M, N), "float32"), B: T.Tensor((N,), "float32"),
+                 Z: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            for i, j in T.Parallel(bm, bn):
+                Z[by * bm + i, bx * bn + j] = X[by * bm + i, bx * bn + j] + B[bx * bn + j]
+
+    return bias_add
 
 
 def compare(what: str, new, old, arrays: dict, sizes: dict, out: str, rounds: int,
@@ -165,6 +211,17 @@ def main() -> None:
                   Y=np.zeros((4096, 1024), np.float32))
     compare("row gather 4096x1024 (one checked index)", build(f), build(f, no_checks),
             arrays, {"M": 4096, "N": 1024}, "Y", r)
+    print("global element checks: versioned nests (now) vs every access checked / vs the "
+          "silent guards of before")
+    f = bias_add(32, 256).func
+    arrays = dict(X=rng.standard_normal((4096, 4096)).astype(np.float32),
+                  B=rng.standard_normal(4096).astype(np.float32),
+                  Z=np.zeros((4096, 4096), np.float32))
+    now = build(f)
+    compare("bias add 4096x4096, element accesses", now, build(f, no_versioning), arrays,
+            {"M": 4096, "N": 4096}, "Z", r, labels=("now", "checked"))
+    compare("bias add 4096x4096, element accesses", now, build(f, guards_only), arrays,
+            {"M": 4096, "N": 4096}, "Z", r, labels=("now", "guards"))
 
 
 if __name__ == "__main__":

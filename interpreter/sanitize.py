@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.errors import OutOfBoundsError, RaceError, UninitializedReadError
+from tilepy.errors import HINT_OOB, OutOfBoundsError, RaceError, UninitializedReadError
 from tilepy.interpreter.state import Ctx
 from tilepy.ir.expr import Buffer
 from tilepy.ir.types import Scope
-
-_HINT_OOB = ("guard the access with an `if` on the index, or read whole tiles with T.copy, "
-             "whose global edge tiles are zero-filled")
 
 
 def _fmt_index(idx) -> str:
@@ -54,7 +51,7 @@ def raise_oob(ctx: Ctx, buf: Buffer, index, shape, what: str, pos: int):
         f"{ctx.block_name(pos)}: out-of-bounds {what} of {buf.name}[{_fmt_index(index)}]: "
         f"expected 0 <= index < {shape[d]} in dimension {d} of {buf.name} "
         f"(shape {tuple(shape)}); got {index[d]}",
-        loc=ctx.loc, hint=_HINT_OOB,
+        loc=ctx.loc, hint=HINT_OOB,
     )
 
 

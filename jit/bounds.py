@@ -1,11 +1,15 @@
-"""Bounds checks on block-local buffers (shared / fragment / local) in generated code.
+"""Bounds checks in generated code: block-local buffers and global element accesses.
 
-Owns which local accesses need a run-time check and the check code: an interval analysis
-of index expressions over loop ranges proves most accesses in range (no code at all); a
-tile op checks each local region once (start and extent against the shape); only element
-indices it cannot prove (data-dependent, shifted) are checked per element. A failed check
-records the fault (blocks cannot raise inside Numba's prange), and the launch raises
-`LocalBoundsError` after its blocks, naming block, buffer, index, shape and the user's line.
+Owns which accesses need a run-time check and the check code. Block-local buffers
+(shared / fragment / local): an interval analysis of index expressions over loop ranges
+proves most accesses in range (no code at all); a tile op checks each local region once
+(start and extent against the shape); only element indices it cannot prove (data-dependent,
+shifted) are checked per element. Global buffers: every element load and store
+(`Y[i, j] = X[i, j]`) is checked against the array's run-time shape, as the interpreter
+checks it; tile ops clip global edge tiles instead (the defined behaviour, jit/regions.py).
+A failed check records the fault (blocks cannot raise inside Numba's prange), and the
+launch raises `CompiledBoundsError` after its blocks, naming block, buffer, index, shape and
+the user's line.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from tilepy.ir.expr import Buffer, Call, Const, Load, Var
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import For, Let, walk
 from tilepy.jit.faults import FAULT_COLS, MAX_CHECKED_RANK
-from tilepy.jit.scalars import Emitter
+from tilepy.jit.scalars import Emitter, storage_name
 from tilepy.jit.source import Writer
 
 INF = float("inf")
@@ -159,18 +163,11 @@ class Faults:
                 loc = site.loc
                 file = os.path.abspath(loc.file) if loc is not None and loc.line else ""
                 line, col = (loc.line, loc.col) if loc is not None else (0, 0)
-                shape = repr(tuple(_shape_text(e) for e in site.buf.shape)).replace("'", "")
                 w.line(f"if _row[1] == {k}:")
-                w.line(f"    raise LocalBoundsError({site.what!r}, {site.buf.name!r}, "
-                       f"{shape!r}, {site.buf.ndim}, {file!r}, {line}, {col}, "
+                w.line(f"    raise CompiledBoundsError({site.what!r}, {site.buf.name!r}, "
+                       f"{site.buf.ndim}, {file!r}, {line}, {col}, "
                        f"{len(grid)}, {dims}, {row})")
         return w
-
-
-def _shape_text(e) -> str:
-    if isinstance(e, Const):
-        return str(int(e.value))
-    return e.name if isinstance(e, Var) else "?"
 
 
 def _static(e) -> int | None:
@@ -185,12 +182,15 @@ def _sizes(ref_name: str, buf: Buffer) -> list[str]:
 @dataclass
 class CheckedEmitter(Emitter):
     """The Emitter of a block function: element accesses of local arrays are checked
-    unless proven in range; `logs` are the launch's atomic logs (jit/atomics.py)."""
+    unless proven in range, element accesses of global arrays always; `logs` are the
+    launch's atomic logs (jit/atomics.py)."""
 
     ranges: dict = field(default_factory=dict)
     faults: Faults | None = None
     logs: dict = field(default_factory=dict)
     origin: dict = field(default_factory=dict)  # source text -> the IR expr it came from
+    verified: set = field(default_factory=set)  # (buffer, indices) proven in range here
+    verified_nest: bool = False  # inside a nest emitted by jit/versioning.py
 
     @classmethod
     def inside(cls, em: Emitter, **kw) -> "CheckedEmitter":
@@ -212,9 +212,12 @@ class CheckedEmitter(Emitter):
         if isinstance(e, Load) and hoisted and e in hoisted:
             self.origin[hoisted[e]] = e
             return hoisted[e]
-        if isinstance(e, Load) and e.indices and self.ref(e.buffer).kind == "array":
+        kind = self.ref(e.buffer).kind if isinstance(e, Load) and e.indices else None
+        if kind == "array":
             idx = [self.expr(i) for i in e.indices]
             out = f"{self.ref(e.buffer).name}[{self._index(e.buffer, e.indices, idx, 'read')}]"
+        elif kind == "global" and self.faults is not None:
+            out = self.global_load(e)
         else:
             out = super().expr(e)
         self.origin[out] = e
@@ -229,6 +232,40 @@ class CheckedEmitter(Emitter):
             return [f"{r.name}[{self._index(buf, exprs, idx, 'write')}] = {value}"]
         return super().store(buf, idx, value, guarded)
 
+    def global_load(self, e: Load) -> str:
+        """A global element load: unchecked where jit/versioning.py bounded it, else
+        checked (0 and a recorded fault outside the array)."""
+        idx = [self.expr(i) for i in e.indices]
+        if (e.buffer, e.indices) in self.verified:
+            return self.load_unguarded(e.buffer, idx)
+        self._check_rank(e.buffer)
+        site = self.faults.site("read", e.buffer, self.loc)
+        raw = (f"_gld{len(idx)}({self._fault_args(site)}, {self.ref(e.buffer).name}, "
+               f"{', '.join(idx)}, {storage_name(e.buffer.dtype)}(0))")
+        return self.decode(raw, e.buffer.dtype)
+
+    def element_store(self, buf: Buffer, idx: list[str], value: str) -> list[str]:
+        """`buf[i, j] = v` (a Store statement; every index came from `expr`). Into a
+        global array: unchecked where jit/versioning.py bounded it, else checked (a write
+        outside is a recorded fault); tile ops' global edge tiles are clipped instead."""
+        if self.ref(buf).kind != "global" or self.faults is None:
+            return self.store(buf, idx, value)
+        lines = super().store(buf, idx, value, guarded=False)
+        exprs = tuple(self.origin.get(i) for i in idx)
+        if (buf, exprs) in self.verified:
+            return lines
+        return [f"if {self.global_check(buf, idx, 'write')}:"] + ["    " + ln for ln in lines]
+
+    def global_check(self, buf: Buffer, idx: list[str], what: str) -> str:
+        """A condition: the element buf[idx] of a global array exists (else the fault is
+        recorded). The caller runs the access only under it."""
+        self._check_rank(buf)
+        site = self.faults.site(what, buf, self.loc)
+        return f"_gin{len(idx)}({self._fault_args(site)}, {self.ref(buf).name}, {', '.join(idx)})"
+
+    def _fault_args(self, site: int) -> str:
+        return f"{self.faults.flt}, {self.faults.blk}, {site}"
+
     def _index(self, buf: Buffer, exprs, idx: list[str], what: str) -> str:
         plain = ", ".join(idx)
         if self.faults is None or not 1 <= len(idx) <= MAX_CHECKED_RANK:
@@ -237,8 +274,7 @@ class CheckedEmitter(Emitter):
             return plain
         site = self.faults.site(what, buf, self.loc)
         sizes = _sizes(self.ref(buf).name, buf)
-        return (f"_ck{len(idx)}({self.faults.flt}, {self.faults.blk}, {site}, {plain}, "
-                f"{', '.join(sizes)})")
+        return f"_ck{len(idx)}({self._fault_args(site)}, {plain}, {', '.join(sizes)})"
 
 
 def check_region(em: Emitter, w: Writer, region, starts: list[str], exts: list[str],

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilepy.errors import ArgumentError, LoweringError, TilepyError
-from tilepy.ir.stmt import PrimFunc
+from tilepy.ir.stmt import Breakpoint, PrimFunc, walk
 from tilepy.jit import diskcache
 from tilepy.jit.lower import Lowered, lower
 from tilepy.jit.runtime import numba_namespace, py_namespace
@@ -104,6 +104,8 @@ def clear_memory_cache() -> None:
 
 
 def _build(func: PrimFunc, fast: bool, tier: str, disk: bool) -> CompiledKernel:
+    if tier == "numba":
+        _refuse_breakpoints(func)
     low = lower(func, fast=fast)
     key = diskcache.key(low.source, tier=tier, fast=fast)
     path, pyfunc = diskcache.load_module(func.name, key, low.source, low.entry)
@@ -126,6 +128,17 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool) -> CompiledKernel:
         fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast)
     views = tuple(_view_dtype(p) for p in func.params)
     return CompiledKernel(func, low.source, tier, fast, path, fn, low.args, views)
+
+
+def _refuse_breakpoints(func: PrimFunc) -> None:
+    """Compiled code cannot stop in the debugger; say so at the user's breakpoint()."""
+    for st in walk(func.body):
+        if isinstance(st, Breakpoint):
+            raise LoweringError(
+                "breakpoint() cannot stop Numba-compiled code", loc=st.loc,
+                hint='run this kernel with tilepy.backend("interp") (pdb with the '
+                     'block\'s buffers as locals) or tilepy.backend("py") (pdb in the '
+                     "generated code), or remove the breakpoint()")
 
 
 def _view_dtype(p):

@@ -1,10 +1,15 @@
-"""The run-time side of bounds checks on block-local buffers: the fault record, the check
-helpers the generated code calls, and the error the launch raises.
+"""The run-time side of bounds checks: the fault record, the check helpers the generated
+code calls, and the error the launch raises.
+
+Block-local buffers: an out-of-range element index is recorded and clipped (the block
+stays inside its memory). Global buffers: an element load or store outside the array
+(one that is not a tile op's defined edge clipping) is recorded; the load gives 0 and the
+store is dropped, so the block stays inside memory until the launch raises.
 
 A failed check cannot raise inside a prange (Numba drops or garbles exceptions raised on
 worker threads), so it records the fault in a per-thread row of a small int64 array,
 [block + 1, site, dim, size of dim, i0, i1, i2, i3]; a row keeps its lowest block's first
-fault, and the launch raises `LocalBoundsError` for the lowest block after its blocks ran.
+fault, and the launch raises `CompiledBoundsError` for the lowest block after its blocks ran.
 Which accesses get checked is jit/bounds.py's business.
 """
 
@@ -14,9 +19,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from tilepy.errors import Loc, OutOfBoundsError
+from tilepy.errors import HINT_OOB, Loc, OutOfBoundsError
 
-FAULT_COLS = 8
+FAULT_COLS = 11  # block + 1, site, dimension, index (4), the buffer's shape (4)
 MAX_CHECKED_RANK = 4
 
 
@@ -30,17 +35,33 @@ def _fault_rows():
     return 1
 
 
-def _record(flt, blk, site, dim, n, i0, i1, i2, i3):
+def _record(flt, blk, site, dim, i0, i1, i2, i3, n0, n1, n2, n3):
     t = min(_tid(), flt.shape[0] - 1)
     if flt[t, 0] == 0 or blk + 1 < flt[t, 0]:
         flt[t, 0] = blk + 1
         flt[t, 1] = site
         flt[t, 2] = dim
-        flt[t, 3] = n
-        flt[t, 4] = i0
-        flt[t, 5] = i1
-        flt[t, 6] = i2
-        flt[t, 7] = i3
+        flt[t, 3] = i0
+        flt[t, 4] = i1
+        flt[t, 5] = i2
+        flt[t, 6] = i3
+        flt[t, 7] = n0
+        flt[t, 8] = n1
+        flt[t, 9] = n2
+        flt[t, 10] = n3
+
+
+def _bad_dim(i, j, k, l, n0, n1, n2, n3):
+    """The first dimension whose index lies outside (unused dimensions: 0 of size 1)."""
+    if not 0 <= i < n0:
+        return 0
+    if not 0 <= j < n1:
+        return 1
+    return 2 if not 0 <= k < n2 else 3
+
+
+def _fault(flt, blk, site, i, j, k, l, n0, n1, n2, n3):
+    _record(flt, blk, site, _bad_dim(i, j, k, l, n0, n1, n2, n3), i, j, k, l, n0, n1, n2, n3)
 
 
 def _clip(i, n):
@@ -52,32 +73,77 @@ def _ck1(flt, blk, site, i, n0):
     recording the fault) a clipped one so the block stays inside its memory."""
     if 0 <= i < n0:
         return np.int64(i)
-    _record(flt, blk, site, 0, n0, i, 0, 0, 0)
+    _fault(flt, blk, site, i, 0, 0, 0, n0, 1, 1, 1)
     return _clip(i, n0)
 
 
 def _ck2(flt, blk, site, i, j, n0, n1):
     if 0 <= i < n0 and 0 <= j < n1:
         return np.int64(i), np.int64(j)
-    d = 0 if not 0 <= i < n0 else 1
-    _record(flt, blk, site, d, n0 if d == 0 else n1, i, j, 0, 0)
+    _fault(flt, blk, site, i, j, 0, 0, n0, n1, 1, 1)
     return _clip(i, n0), _clip(j, n1)
 
 
 def _ck3(flt, blk, site, i, j, k, n0, n1, n2):
     if 0 <= i < n0 and 0 <= j < n1 and 0 <= k < n2:
         return np.int64(i), np.int64(j), np.int64(k)
-    d = 0 if not 0 <= i < n0 else (1 if not 0 <= j < n1 else 2)
-    _record(flt, blk, site, d, (n0, n1, n2)[d], i, j, k, 0)
+    _fault(flt, blk, site, i, j, k, 0, n0, n1, n2, 1)
     return _clip(i, n0), _clip(j, n1), _clip(k, n2)
 
 
 def _ck4(flt, blk, site, i, j, k, l, n0, n1, n2, n3):
     if 0 <= i < n0 and 0 <= j < n1 and 0 <= k < n2 and 0 <= l < n3:
         return np.int64(i), np.int64(j), np.int64(k), np.int64(l)
-    d = 0 if not 0 <= i < n0 else (1 if not 0 <= j < n1 else (2 if not 0 <= k < n2 else 3))
-    _record(flt, blk, site, d, (n0, n1, n2, n3)[d], i, j, k, l)
+    _fault(flt, blk, site, i, j, k, l, n0, n1, n2, n3)
     return _clip(i, n0), _clip(j, n1), _clip(k, n2), _clip(l, n3)
+
+
+def _gin1(flt, blk, site, a, i):
+    """Whether the element a[i] of a global array exists; if not, records the fault (the
+    caller then drops the store, or the load gives 0)."""
+    if 0 <= i < a.shape[0]:
+        return True
+    _fault(flt, blk, site, i, 0, 0, 0, a.shape[0], 1, 1, 1)
+    return False
+
+
+def _gin2(flt, blk, site, a, i, j):
+    if 0 <= i < a.shape[0] and 0 <= j < a.shape[1]:
+        return True
+    _fault(flt, blk, site, i, j, 0, 0, a.shape[0], a.shape[1], 1, 1)
+    return False
+
+
+def _gin3(flt, blk, site, a, i, j, k):
+    if 0 <= i < a.shape[0] and 0 <= j < a.shape[1] and 0 <= k < a.shape[2]:
+        return True
+    _fault(flt, blk, site, i, j, k, 0, a.shape[0], a.shape[1], a.shape[2], 1)
+    return False
+
+
+def _gin4(flt, blk, site, a, i, j, k, l):
+    if (0 <= i < a.shape[0] and 0 <= j < a.shape[1] and 0 <= k < a.shape[2]
+            and 0 <= l < a.shape[3]):
+        return True
+    _fault(flt, blk, site, i, j, k, l, a.shape[0], a.shape[1], a.shape[2], a.shape[3])
+    return False
+
+
+def _gld1(flt, blk, site, a, i, zero):
+    """A global element load: a[i], or (after recording the fault) zero."""
+    return a[i] if _gin1(flt, blk, site, a, i) else zero
+
+
+def _gld2(flt, blk, site, a, i, j, zero):
+    return a[i, j] if _gin2(flt, blk, site, a, i, j) else zero
+
+
+def _gld3(flt, blk, site, a, i, j, k, zero):
+    return a[i, j, k] if _gin3(flt, blk, site, a, i, j, k) else zero
+
+
+def _gld4(flt, blk, site, a, i, j, k, l, zero):
+    return a[i, j, k, l] if _gin4(flt, blk, site, a, i, j, k, l) else zero
 
 
 def _region(flt, blk, site, starts, exts, shape):
@@ -87,9 +153,11 @@ def _region(flt, blk, site, starts, exts, shape):
         s, n = starts[d], shape[d]
         if s < 0 or s >= n or s + exts[d] > n:
             idx = [starts[k] if k < len(starts) else 0 for k in range(4)]
+            dims = [shape[k] if k < len(shape) else 1 for k in range(4)]
             if 0 <= s < n:
                 idx[d] = n
-            _record(flt, blk, site, d, n, idx[0], idx[1], idx[2], idx[3])
+            _record(flt, blk, site, d, idx[0], idx[1], idx[2], idx[3],
+                    dims[0], dims[1], dims[2], dims[3])
             return False
     return True
 
@@ -103,12 +171,14 @@ def _first_fault(flt):
     return best
 
 
-class LocalBoundsError(OutOfBoundsError):
-    """An access outside a block-local buffer in JIT-compiled code (raised after the
-    launch from the fault record; the message has the interpreter's form)."""
+class CompiledBoundsError(OutOfBoundsError):
+    """An access outside a buffer in JIT-compiled code (raised after the launch from the
+    fault record; the message and hint have the interpreter's form)."""
 
-    def __init__(self, what, name, shape, rank, file, line, col, ngrid, g0, g1, g2,
-                 blk1, site, dim, n, i0, i1, i2, i3):
+    def __init__(self, what, name, rank, file, line, col, ngrid, g0, g1, g2,
+                 blk1, site, dim, i0, i1, i2, i3, n0, n1, n2, n3):
+        g0, g1, g2, blk1, dim, i0, i1, i2, i3, n0, n1, n2, n3 = (int(x) for x in (
+            g0, g1, g2, blk1, dim, i0, i1, i2, i3, n0, n1, n2, n3))  # numpy ints print oddly
         grid, blk = (g0, g1, g2)[:ngrid], blk1 - 1
         coords = []
         for g in grid:
@@ -117,22 +187,24 @@ class LocalBoundsError(OutOfBoundsError):
         block = (f"block {coords[0]}" if len(coords) == 1
                  else f"block ({', '.join(str(c) for c in coords)})")
         index = (i0, i1, i2, i3)[:rank]
+        shape = (n0, n1, n2, n3)[:rank]
+        n = shape[dim]
         super().__init__(
             f"{block}: out-of-bounds {what} of {name}[{', '.join(str(i) for i in index)}]: "
             f"expected 0 <= index < {n} in dimension {dim} of {name} (shape {shape}); "
             f"got {index[dim]}",
             loc=Loc(file, line, col) if line else None,
-            hint=f"keep indices of {name} (block-local memory) inside its shape; guard "
-                 "the access with an `if` on the index")
+            hint=HINT_OOB)
 
 
 HELPERS = {f.__name__: f for f in (
-    _record, _clip, _ck1, _ck2, _ck3, _ck4, _region, _first_fault, _fault_rows)}
+    _record, _bad_dim, _fault, _clip, _ck1, _ck2, _ck3, _ck4, _gin1, _gin2, _gin3, _gin4,
+    _gld1, _gld2, _gld3, _gld4, _region, _first_fault, _fault_rows)}
 
 
 def py_helpers() -> dict:
     """The helpers for the py tier (plain Python; one fault row)."""
-    return {**HELPERS, "LocalBoundsError": LocalBoundsError}
+    return {**HELPERS, "CompiledBoundsError": CompiledBoundsError}
 
 
 @lru_cache(maxsize=None)
@@ -151,4 +223,4 @@ def numba_helpers() -> dict:
            for name, fn in HELPERS.items()}
     out["_fault_rows"] = numba.njit(lambda: rows)
     g.update(out)
-    return {**out, "LocalBoundsError": LocalBoundsError}
+    return {**out, "CompiledBoundsError": CompiledBoundsError}

@@ -20,6 +20,7 @@ from tilepy.ir.stmt import (
     Cumsum,
     Fill,
     For,
+    ForKind,
     Gemm,
     If,
     Launch,
@@ -31,7 +32,7 @@ from tilepy.ir.stmt import (
     While,
 )
 from tilepy.ir.types import Scope, compute_dtype
-from tilepy.jit import atomics
+from tilepy.jit import atomics, versioning
 from tilepy.jit.bounds import CheckedEmitter, Faults, var_ranges
 from tilepy.jit.faults import FAULT_COLS
 from tilepy.jit.gemm import emit_gemm
@@ -229,11 +230,31 @@ def _store(em: Emitter, w: Writer, s: Store) -> None:
     if s.value.dtype != s.buffer.dtype:
         v = em.cast(v, s.value.dtype, s.buffer.dtype)
     idx = [em.expr(i) for i in s.indices]
-    for line in em.store(s.buffer, idx, v):
+    store = em.element_store if isinstance(em, CheckedEmitter) else em.store
+    for line in store(s.buffer, idx, v):
         w.line(line)
 
 
 def _for(em: Emitter, w: Writer, s: For) -> None:
+    if s.kind is ForKind.PARALLEL and getattr(em, "faults", None) and not em.verified_nest:
+        p = versioning.plan(em, w, s)
+        if p is not None:  # two copies of the nest (jit/versioning.py)
+            cond, verified = p
+            w.line(f"if {cond}:")
+            with w.indent():
+                w.line("# every bounded global index of the nest is in range: unchecked")
+                em.verified, em.verified_nest = verified, True
+                _loop(em, w, s)
+            w.line("else:")
+            with w.indent():
+                em.verified = set()
+                _loop(em, w, s)
+            em.verified_nest = False
+            return
+    _loop(em, w, s)
+
+
+def _loop(em: Emitter, w: Writer, s: For) -> None:
     start, stop, step = em.expr(s.start), em.expr(s.stop), em.expr(s.step)
     saved = dict(em.hoisted)
     for ld in invariant_loads(s, set(em.vars)):
@@ -291,7 +312,10 @@ def _print(em: Emitter, w: Writer, s: Print) -> None:
 
 
 def _breakpoint(em: Emitter, w: Writer, s: Breakpoint) -> None:
-    w.comment("breakpoint(): compiled backends ignore it", s.loc)
+    # the py tier stops here in pdb (the block's buffers and indices are locals); the
+    # numba tier refuses such kernels before compiling (compiler.py)
+    w.comment("breakpoint()", s.loc)
+    w.line("breakpoint()")
 
 
 _STMT = {Launch: _launch, Alloc: _alloc, Let: _let, Store: _store, For: _for, If: _if,

@@ -117,7 +117,15 @@ def emit_atomic_add(em: Emitter, w: Writer, s: AtomicAdd) -> None:
     else:
         val = bind_side(em, w, s.value, "s")
         pair(val, dst, "T.atomic_add", em)
-    idx, t, depth = _each(em, w, dst)
+    if val is None and not dst.dims and dst.is_global and getattr(em, "faults", None):
+        # one element (`T.atomic_add(Y[i], v)`): outside Y is a fault, as in the
+        # interpreter, not an edge tile to clip
+        w.line(f"if {em.global_check(s.dst.buffer, dst.starts, 'write')}:")
+        w.depth += 1
+        depth = w.depth - 1
+    else:
+        depth = w.depth
+    idx, t, _ = _each(em, w, dst)
     if val is not None:
         v = em.cast(em.load(s.value.buffer, val.index(t)), s.value.dtype, dt)
     log = getattr(em, "logs", {}).get(_root(s.dst.buffer).name) if dst.is_global else None

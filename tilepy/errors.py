@@ -87,6 +87,10 @@ class OutOfBoundsError(KernelRuntimeError):
     """A buffer access outside the buffer that is not a defined edge-tile access."""
 
 
+HINT_OOB = ("guard the access with an `if` on the index, or read whole tiles with "
+                   "T.copy, whose global edge tiles are zero-filled")
+
+
 class UninitializedReadError(KernelRuntimeError):
     """A read of shared/fragment/local memory that nothing wrote before."""
 

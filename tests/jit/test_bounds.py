@@ -1,6 +1,7 @@
-"""Bounds checks on block-local buffers in the JIT: an out-of-range index of a shared /
-fragment / local buffer raises as the interpreter does (block, buffer, index, shape, the
-user's line), in both tiers; accesses the analysis proves in range carry no check."""
+"""Bounds checks in the JIT: an out-of-range index of a shared / fragment / local buffer,
+or an element load, store or atomic add outside a global array, raises as the interpreter
+does (block, buffer, index, shape, the user's line, the hint), in both tiers; local accesses
+the analysis proves in range carry no check; global edge tiles of tile ops are clipped."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import tilepy.language as T
 from tests.jit.oracle import assert_same_bits, both
 from tilepy.errors import OutOfBoundsError, TilepyError
 from tilepy.interpreter import run as interp_run
-from tilepy.jit.faults import LocalBoundsError
+from tilepy.jit.faults import CompiledBoundsError
 
 cached = functools.lru_cache(maxsize=None)
 
@@ -69,7 +70,47 @@ def gemm_operand():
                                       C=np.zeros((32, 32), np.float32))
 
 
-CASES = {"parallel": shifted_parallel, "copy": copy_region, "gemm": gemm_operand}
+def global_load():
+    @T.prim_func
+    def shifted_read(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(2) as bx:
+            for i in T.Parallel(32):
+                Y[bx * 32 + i] = X[bx * 32 + i + 1] * 2.0  # block 1 reads X[64]
+
+    return shifted_read, "X[bx * 32 + i + 1] * 2.0  # block 1", dict(
+        X=np.arange(64, dtype=np.float32), Y=np.zeros(64, np.float32))
+
+
+def global_store():
+    @T.prim_func
+    def gather_store(X: T.Tensor((4, 16), "float32"), P: T.Tensor((16,), "int32"),
+                     Y: T.Tensor((4, 16), "float32")):
+        with T.Kernel(4) as bx:
+            for j in T.Parallel(16):
+                Y[bx, P[j]] = X[bx, j]  # P holds 16: a write past Y's row
+
+    p = np.arange(16, dtype=np.int32)[::-1].copy()
+    p[5] = 16
+    return gather_store, "Y[bx, P[j]] = X[bx, j]  # P", dict(
+        X=np.ones((4, 16), np.float32), P=p, Y=np.zeros((4, 16), np.float32))
+
+
+def global_atomic():
+    @T.prim_func
+    def histogram(X: T.Tensor((64,), "int32"), H: T.Tensor((8,), "float32")):
+        with T.Kernel(2) as bx:
+            for i in T.Parallel(32):
+                T.atomic_add(H[X[bx * 32 + i]], 1.0)  # X holds -1 in block 1
+
+    x = (np.arange(64, dtype=np.int32) % 8)
+    x[40] = -1
+    return histogram, "T.atomic_add(H[X[bx * 32 + i]], 1.0)", dict(
+        X=x, H=np.zeros(8, np.float32))
+
+
+CASES = {"parallel": shifted_parallel, "copy": copy_region, "gemm": gemm_operand,
+         "global_load": global_load, "global_store": global_store,
+         "global_atomic": global_atomic}
 
 
 def _first_line(e: Exception) -> str:
@@ -83,7 +124,7 @@ def test_out_of_range_local_index_raises_at_the_users_line(case, tier):
     func = kernel.func
     with pytest.raises(OutOfBoundsError) as want:
         interp_run(func, {k: v.copy() for k, v in arrays.items()}, {})
-    with pytest.raises(LocalBoundsError) as got:
+    with pytest.raises(CompiledBoundsError) as got:
         jit.run(func, {k: v.copy() for k, v in arrays.items()}, {}, tier=tier)
     err = got.value
     assert isinstance(err, TilepyError)
@@ -91,6 +132,7 @@ def test_out_of_range_local_index_raises_at_the_users_line(case, tier):
     assert err.loc.file.endswith("test_bounds.py")
     # the same block, buffer, index, expected bound and shape as the interpreter says
     assert _first_line(err) == _first_line(want.value)
+    assert err.hint == want.value.hint
     assert not any(f in str(err) for f in ("jit/bounds.py", "jit/faults.py", "_ck"))
 
 
@@ -115,7 +157,8 @@ def proven():
 def test_proven_accesses_are_unchecked_and_data_dependent_ones_are_checked():
     func = cached(proven)().func
     src = jit.source(func)
-    assert src.count("_ck2(") == 1  # only u[perm[i], j]
+    # only u[perm[i], j], once in each copy of its nest (jit/versioning.py)
+    assert src.count("_ck2(") == src.count("u[_ck2(") == 2
     assert "_region(" not in src  # whole-tile copies into local buffers: proven
     rng = np.random.default_rng(2)
     x = rng.standard_normal((64, 32)).astype(np.float32)
@@ -125,6 +168,6 @@ def test_proven_accesses_are_unchecked_and_data_dependent_ones_are_checked():
     bad = p.copy()
     bad[3] = 16
     for tier in ("numba", "py"):
-        with pytest.raises(LocalBoundsError, match=r"block 0: out-of-bounds read of "
+        with pytest.raises(CompiledBoundsError, match=r"block 0: out-of-bounds read of "
                            r"u\[16, 0\]: expected 0 <= index < 16 in dimension 0"):
             jit.run(func, dict(X=x, Y=np.zeros((64, 32), np.float32), P=bad), {}, tier=tier)
