@@ -1,8 +1,9 @@
 """Choosing where kernels run: `with tilepy.backend("interp"):`, or TILEPY_BACKEND.
 
-Backends: "interp" (the reference interpreter), "jit" (Numba; `fast=True` for the fast
-mode) and "py" (the JIT's generated source run by plain Python). The choice is a context
-variable, so threads and nested contexts each see their own. Backends load lazily.
+Backends: "jit" (the default: Numba, bit-identical to the interpreter; `fast=True` for the
+fast mode), "interp" (the reference interpreter, with its sanitizers, tracing, pdb) and
+"py" (the JIT's generated source run by plain Python). The choice is a context variable, so
+threads and nested contexts each see their own. Backends load lazily.
 """
 
 from __future__ import annotations
@@ -13,16 +14,33 @@ import os
 
 from tilepy.errors import TilepyError
 
-BACKENDS = ("interp", "jit", "py")
-DEFAULT = "interp"
+DEFAULT = "jit"
+OPTIONS = {  # the options each backend takes
+    "jit": ("fast",),
+    "interp": ("sanitize", "random_order", "seed", "batch", "trace"),
+    "py": ("fast",),
+}
+BACKENDS = tuple(OPTIONS)
 
 _current: contextvars.ContextVar = contextvars.ContextVar("tilepy_backend", default=None)
 
 
-def _check(name: str) -> str:
+def _check(name: str, where: str = "") -> str:
     if name not in BACKENDS:
-        raise TilepyError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+        raise TilepyError(f"unknown backend{where}: expected one of {', '.join(BACKENDS)}; "
+                          f"got {name!r}")
     return name
+
+
+def _check_options(name: str, options: dict) -> None:
+    for opt in options:
+        if opt not in OPTIONS[name]:
+            owners = [b for b, opts in OPTIONS.items() if opt in opts]
+            hint = (f"'{opt}' is an option of tilepy.backend({owners[0]!r})" if owners
+                    else None)
+            raise TilepyError(
+                f"tilepy.backend({name!r}) takes the options {', '.join(OPTIONS[name])}; "
+                f"got {opt!r}", hint=hint)
 
 
 def current() -> tuple[str, dict]:
@@ -30,14 +48,16 @@ def current() -> tuple[str, dict]:
     chosen = _current.get()
     if chosen is not None:
         return chosen
-    return _check(os.environ.get("TILEPY_BACKEND", DEFAULT) or DEFAULT), {}
+    name = os.environ.get("TILEPY_BACKEND", "") or DEFAULT
+    return _check(name, " in TILEPY_BACKEND"), {}
 
 
 @contextlib.contextmanager
 def backend(name: str, **options):
     """Run the kernels called inside this block on backend `name` with `options`
-    (interp: sanitize, random_order, seed, batch, trace; jit: fast)."""
-    token = _current.set((_check(name), options))
+    (jit, py: fast; interp: sanitize, random_order, seed, batch, trace)."""
+    _check_options(_check(name), options)
+    token = _current.set((name, options))
     try:
         yield
     finally:

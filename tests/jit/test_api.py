@@ -206,3 +206,75 @@ def test_print_runs_blocks_in_order_with_the_interpreters_prefix(tier, capfd):
 
     interp_run(f, {"X": np.arange(5, dtype=np.int32) * 7}, {"N": 5})
     assert capfd.readouterr().out.splitlines() == out
+
+
+def _breaking_kernel():
+    import tilepy.language as T
+
+    @T.prim_func
+    def stops(X: T.Tensor((4,), "float32")):
+        with T.Kernel(2) as bx:
+            t = T.alloc_fragment((2,), "float32")
+            T.copy(X[bx * 2], t)
+            if bx == 1:
+                breakpoint()  # the breakpoint line
+
+    return stops
+
+
+def test_breakpoint_stops_the_py_tier_and_is_refused_by_numba(monkeypatch):
+    func = _breaking_kernel().func
+    seen = []
+    monkeypatch.setattr(sys, "breakpointhook",
+                        lambda *a, **k: seen.append(dict(sys._getframe(1).f_locals)))
+    x = np.arange(4, dtype=np.float32)
+    jit.run(func, {"X": x}, {}, tier="py")
+    assert len(seen) == 1 and int(seen[0]["bx"]) == 1  # block 1 only, its locals in view
+    assert seen[0]["t"].tolist() == [2.0, 3.0]
+    with pytest.raises(LoweringError) as e:
+        jit.compile(func, tier="numba", disk=False)
+    with open(__file__) as f:
+        line = 1 + next(k for k, ln in enumerate(f) if "# the breakpoint line" in ln)
+    assert e.value.loc.line == line and "cannot stop Numba-compiled code" in str(e.value)
+    assert 'tilepy.backend("interp")' in e.value.hint
+
+
+def test_the_default_backend_is_the_jit(monkeypatch):
+    import tilepy
+    B = sys.modules["tilepy.backend"]  # the module (tilepy.backend is the function)
+
+    monkeypatch.delenv("TILEPY_BACKEND", raising=False)
+    assert B.current() == ("jit", {})
+    kernel = tilepy.Kernel(_breaking_kernel().func)
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(LoweringError, match="cannot stop Numba-compiled code"):
+        kernel(x)  # the default compiles with Numba, which refuses breakpoint()
+    with tilepy.backend("py", fast=False):
+        assert B.current() == ("py", {"fast": False})
+    monkeypatch.setattr(sys, "breakpointhook", lambda *a, **k: None)
+    with tilepy.backend("interp"):
+        kernel(x)  # the interpreter stops (the hook returns at once)
+    monkeypatch.setenv("TILEPY_BACKEND", "interp")
+    assert B.current() == ("interp", {})
+    monkeypatch.setenv("TILEPY_BACKEND", "numba")
+    with pytest.raises(TilepyError, match="unknown backend in TILEPY_BACKEND: expected "
+                       "one of jit, interp, py; got 'numba'"):
+        B.current()
+
+
+def test_backend_options_are_checked_against_the_backend():
+    import tilepy
+
+    with pytest.raises(TilepyError) as e:
+        with tilepy.backend("jit", sanitize=False):
+            pass
+    assert "tilepy.backend('jit') takes the options fast; got 'sanitize'" in str(e.value)
+    assert e.value.hint == "'sanitize' is an option of tilepy.backend('interp')"
+    with pytest.raises(TilepyError, match="takes the options sanitize, random_order, seed, "
+                       "batch, trace; got 'fast'"):
+        with tilepy.backend("interp", fast=True):
+            pass
+    with pytest.raises(TilepyError, match="unknown backend: expected one of jit, interp, "
+                       "py; got 'gpu'"):
+        with tilepy.backend("gpu"):
+            pass
