@@ -176,10 +176,17 @@ def _launch_loop(em: Emitter, w: Writer, s: Launch, grid, plan, faults, names) -
         w.comment(f"blocks run in order (range): {plan.serial}")
     elif plan.logs:
         w.comment("atomic adds go to per-block logs, replayed in block order below")
+    if not plan.serial:  # one block: no thread pool to wake (ms when the CPUs are busy)
+        w.line(f"if {nblocks} == 1:")
+        w.line(f"    {fname}(np.int64(0), {pack})")
+        w.line("else:")
+        w.depth += 1
     w.line(f"for {blk} in {'range' if plan.serial else 'prange'}({nblocks}):")
     # int64 in both loops: prange hands its gufunc a uint64 index, and a second argument
     # type would compile the block function twice
     w.line(f"    {fname}(np.int64({blk}), {pack})")
+    if not plan.serial:
+        w.depth -= 1
     if faults.sites:
         check = em.names.temp("faults")
         em.block_writers.append((check, faults.raise_function(check, grid)))

@@ -9,6 +9,8 @@ import functools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tilepy.jit as jit
 import tilepy.language as T
@@ -176,3 +178,52 @@ def test_an_if_bounded_access_with_too_small_an_array_still_raises():
         jit.run(guarded_shift().func, {k: v.copy() for k, v in arrays.items()},
                 {"n": 3, "m": 64})
     assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
+
+
+# ---------------------------------------------------------------- property: any offset
+
+STRIDES = (1, -1, 2)
+
+
+@cached
+def strided(k: int, guarded: bool):
+    """Y[bx * 16 + i] = X[i * k + off] (off read from O before the nest), optionally under
+    an `if` on the X index: one program per (k, guarded), data varies."""
+
+    @T.prim_func
+    def strided(X: T.Tensor((T.symbolic("n"),), "float32"), O: T.Tensor((1,), "int32"),
+                Y: T.Tensor((T.symbolic("m"),), "float32")):
+        with T.Kernel(T.ceildiv(T.symbolic("m"), 16)) as bx:
+            off = O[0] + bx
+            for i in T.Parallel(16):
+                g = i * k + off
+                if guarded:
+                    if g >= 0 and g < X.shape[0]:
+                        Y[bx * 16 + i] = X[g]
+                else:
+                    Y[bx * 16 + i] = X[g] + 1.0
+
+    return strided
+
+
+@given(k=st.sampled_from(STRIDES), guarded=st.booleans(), n=st.integers(1, 70),
+       blocks=st.integers(1, 4), off=st.integers(-40, 80))
+@settings(max_examples=60, deadline=None)
+def test_any_offset_gives_the_interpreters_bits_or_its_error(k, guarded, n, blocks, off):
+    """Whatever the offset, the JIT (versioned nest) equals the interpreter: the same bits
+    when every access is in range, else the same first fault."""
+    func = strided(k, guarded).func
+    m = blocks * 16
+    arrays = dict(X=np.arange(n, dtype=np.float32) * 0.5, O=np.array([off], np.int32),
+                  Y=np.full(m, -7.0, np.float32))
+    a = {key: v.copy() for key, v in arrays.items()}
+    b = {key: v.copy() for key, v in arrays.items()}
+    try:
+        interp_run(func, a, {"n": n, "m": m})
+    except OutOfBoundsError as want:
+        with pytest.raises(CompiledBoundsError) as got:
+            jit.run(func, b, {"n": n, "m": m})
+        assert str(got.value).splitlines()[0] == str(want).splitlines()[0]
+        return
+    jit.run(func, b, {"n": n, "m": m})
+    assert_same_bits(a["Y"], b["Y"], f"k={k} guarded={guarded} n={n} off={off}")
