@@ -136,3 +136,14 @@ def full_region(buf: Buffer) -> Region:
     zero = Const(0, int32)
     return Region(buf, tuple(zero for _ in buf.shape), tuple(buf.shape))
 
+
+
+def loads(e: Expr):
+    """Every Load in e, depth first (a load's index loads after it)."""
+    if isinstance(e, Load):
+        yield e
+        for i in e.indices:
+            yield from loads(i)
+    elif isinstance(e, Call):
+        for a in e.args:
+            yield from loads(a)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilepy.errors import LoweringError
-from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
+from tilepy.ir.expr import Buffer, Call, Const, Region, Var, loads
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import (
     AtomicAdd,
@@ -172,13 +172,7 @@ def _check_nest(nest: For) -> None:
 
 
 def _exprs_loads(e, out: set[str]) -> None:
-    if isinstance(e, Load):
-        out.add(root(e.buffer).name)
-        for i in e.indices:
-            _exprs_loads(i, out)
-    elif isinstance(e, Call):
-        for a in e.args:
-            _exprs_loads(a, out)
+    out.update(root(ld.buffer).name for ld in loads(e))
 
 
 def _region_exprs(r: Region, out: set[str]) -> None:

@@ -237,7 +237,7 @@ class CheckedEmitter(Emitter):
         checked (0 and a recorded fault outside the array)."""
         idx = [self.expr(i) for i in e.indices]
         if (e.buffer, e.indices) in self.verified:
-            return self.load_unguarded(e.buffer, idx)
+            return self.load_unguarded(e.buffer, _unsigned(idx))
         self._check_rank(e.buffer)
         site = self.faults.site("read", e.buffer, self.loc)
         raw = (f"_gld{len(idx)}({self._fault_args(site)}, {self.ref(e.buffer).name}, "
@@ -250,10 +250,10 @@ class CheckedEmitter(Emitter):
         outside is a recorded fault); tile ops' global edge tiles are clipped instead."""
         if self.ref(buf).kind != "global" or self.faults is None:
             return self.store(buf, idx, value)
-        lines = super().store(buf, idx, value, guarded=False)
         exprs = tuple(self.origin.get(i) for i in idx)
         if (buf, exprs) in self.verified:
-            return lines
+            return super().store(buf, _unsigned(idx), value, guarded=False)
+        lines = super().store(buf, idx, value, guarded=False)
         return [f"if {self.global_check(buf, idx, 'write')}:"] + ["    " + ln for ln in lines]
 
     def global_check(self, buf: Buffer, idx: list[str], what: str) -> str:
@@ -301,3 +301,9 @@ def check_region(em: Emitter, w: Writer, region, starts: list[str], exts: list[s
     w.line(f"if not _region({em.faults.flt}, {em.faults.blk}, {site}, {tup(starts)}, "
            f"{tup(exts)}, {tup(sizes)}):")
     w.line("    return  # a local region outside its buffer: the launch raises")
+
+
+def _unsigned(idx: list[str]) -> list[str]:
+    """Indices proven inside their array, as uint64: Numba then drops its negative-index
+    wraparound code (PERF_NOTES)."""
+    return [i if i.isdigit() else f"np.uint64({i})" for i in idx]

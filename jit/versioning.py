@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 
-from tilepy.ir.expr import Call, Const, Load, Region, Var
+from tilepy.ir.expr import Call, Const, Load, Region, Var, loads
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import For, If, Let, Store, While, walk
 from tilepy.jit.source import Writer
@@ -52,16 +52,6 @@ def _exprs(s) -> list:
     return out
 
 
-def _loads(e, out: list) -> None:
-    if isinstance(e, Load):
-        out.append(e)
-        for i in e.indices:
-            _loads(i, out)
-    elif isinstance(e, Call):
-        for a in e.args:
-            _loads(a, out)
-
-
 def global_accesses(loop: For, is_global) -> list[tuple]:
     """(buffer, indices, guards) of every global element load and store in the nest, in
     program order: `guards` are the conditions of the enclosing `if`s (then-branches)
@@ -70,10 +60,8 @@ def global_accesses(loop: For, is_global) -> list[tuple]:
 
     def visit(stmts, guards):
         for s in stmts:
-            loads: list = []
-            for e in _exprs(s):
-                _loads(e, loads)
-            out.extend((ld.buffer, ld.indices, guards) for ld in loads if ld.indices)
+            out.extend((ld.buffer, ld.indices, guards)
+                       for e in _exprs(s) for ld in loads(e) if ld.indices)
             if isinstance(s, Store) and s.indices:
                 out.append((s.buffer, s.indices, guards))
             if isinstance(s, If):

@@ -59,7 +59,7 @@ def test_bounded_accesses_are_unchecked_in_one_copy_and_data_dependent_ones_neve
     src = jit.source(bias_rows().func)
     fast, slow = _nests(src)
     # the unchecked copy checks only X[P[i], ...], whose row is data; P[i] is bounded
-    assert fast.count("_gld") == 1 and "_gld2(_flt6, _blk3, 0, X, P[i], " in fast
+    assert fast.count("_gld") == 1 and "_gld2(_flt6, _blk3, 0, X, P[np.uint64(i)], " in fast
     assert fast.count("_gin") == 0 and "Z[" in fast
     assert slow.count("_gld") == 4 and slow.count("_gin") == 1  # every access
 
