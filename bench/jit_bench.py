@@ -537,8 +537,10 @@ def main(argv=None) -> None:
     for name in names:
         SECTIONS[name](args.quick, rounds)
     if set(names) - {"compile", "interp"}:
-        row("fast mode", "Numba fast-math everywhere + BLAS np.dot on whole float32/float64 "
-            "gemm tiles (narrow inputs held as float32 included); checked with derived bounds")
+        row("fast mode", "Numba fast-math everywhere; BLAS for gemms: a launch that is one "
+            "product (the library gemm) as one call with BLAS's threads, else one call per "
+            "whole float32/float64 tile (narrow inputs held as float32 included); checked "
+            "with derived bounds")
 
 
 if __name__ == "__main__":

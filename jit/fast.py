@@ -1,25 +1,23 @@
 """The opt-in fast mode (`fast=True`): what it may do that the exact path never does.
 
 Owns the Numba flags of fast kernels (fast-math: FMA contraction, reassociation, and
-Numba's no-NaN/no-inf assumptions) and the BLAS forms of gemms, in three sizes:
-- `emit_dot`: one `T.gemm` on whole float32/float64 block-local tiles;
-- `emit_kloop`: a k loop that only copies global tiles and gemms them (jit/kloop.py), as
-  one call over the block's whole K range, reading A and B where they lie;
-- `emit_launch`: a launch that is one product of whole matrices, as one call outside the
-  block loop (BLAS's own threads).
-Calls inside blocks run with BLAS single-threaded (blas.one_thread). Results are checked
-against the interpreter with derived error bounds, never bitwise. The exact path must not
-import from this module except through `options()`, `namespace()` and the emitters,
-each behind `fast`.
+Numba's no-NaN/no-inf assumptions) and the BLAS forms of gemms:
+- `emit_launch`: a launch that jit/kloop.py proves one product of whole matrices, as one
+  call outside the block loop (BLAS's own threads);
+- `emit_dot`: one `T.gemm` on whole float32/float64 block-local tiles, inside the blocks
+  (BLAS single-threaded there: blas.one_thread).
+Results are checked against the interpreter with derived error bounds, never bitwise. The
+exact path must not import from this module except through `options()`, `namespace()`
+and the emitters, each behind `fast`.
 """
 
 from __future__ import annotations
 
 from tilepy.ir.expr import Const, Region
-from tilepy.ir.stmt import For, Gemm, Launch
+from tilepy.ir.stmt import Gemm, Launch
 from tilepy.ir.types import compute_dtype
-from tilepy.jit.kloop import KLoop, LaunchGemm, Operand, match_kloop, match_launch
-from tilepy.jit.scalars import Emitter, np_name
+from tilepy.jit.kloop import KLoop, LaunchGemm, Operand, match_launch
+from tilepy.jit.scalars import Emitter
 from tilepy.jit.source import Writer
 
 BLAS_IN_BLOCKS = "blas in blocks"  # an Emitter note: the loader runs BLAS single-threaded
@@ -62,7 +60,7 @@ def emit_dot(em: Emitter, w: Writer, s: Gemm) -> bool:
     return True
 
 
-# ------------------------------------------------------------------ fused k loops
+# ------------------------------------------------------------------ operands of a product
 
 
 def _globals_ok(em: Emitter, *ops: Operand) -> bool:
@@ -99,47 +97,6 @@ def _view(em: Emitter, op: Operand, lead: list[str], k: tuple[str, str],
     sl[op.kdim - len(lead)] = f"{k[0]}:{k[1]}"
     sl[op.odim - len(lead)] = f"{o[0]}:{o[1]}"
     return f"{em.ref(op.region.buffer).name}[{', '.join(lead + sl)}]"
-
-
-def emit_kloop(em: Emitter, w: Writer, s: For, emit_stmt) -> bool:
-    """The k loop `s` as one BLAS call when jit/kloop.py proves it a product; then the
-    last step's copies, so the tiles hold what the loop would leave in them."""
-    kl = match_kloop(s)
-    if kl is None or not _globals_ok(em, kl.a, kl.b):
-        return False
-    em.notes.add(BLAS_IN_BLOCKS)
-    w.comment("fast mode: the k loop below as one BLAS call over its whole K range", s.loc)
-    n = em.names.temp("n")
-    w.line(f"{n} = np.int64({em.expr(s.stop)})")
-    w.line(f"if {n} > 0:")
-    with w.indent():
-        ka, kb, tlo, thi = _k_range(em, w, kl, n)
-        c = em.ref(kl.gemm.c.buffer).name
-        rows, cols = kl.gemm.c.buffer.static_shape()
-        (la, ca), (lb, cb) = _leads(em, kl.a), _leads(em, kl.b)
-        ra, rb = _o_range(em, w, kl.a, rows), _o_range(em, w, kl.b, cols)
-        cond = [f"{tlo} < {thi}", f"{ra[1]} < {ra[2]}", f"{rb[1]} < {rb[2]}"] + ca + cb
-        av = _view(em, kl.a, la, (f"{ka} + {tlo}", f"{ka} + {thi}"),
-                   (f"{ra[0]} + {ra[1]}", f"{ra[0]} + {ra[2]}"))
-        bv = _view(em, kl.b, lb, (f"{kb} + {tlo}", f"{kb} + {thi}"),
-                   (f"{rb[0]} + {rb[1]}", f"{rb[0]} + {rb[2]}"))
-        w.line(f"if {' and '.join(cond)}:")
-        w.line(f"    _gemm_acc({av}, {bv}, {c}[{ra[1]}:{ra[2]}, {rb[1]}:{rb[2]}], "
-               f"{kl.gemm.transpose_a}, {kl.gemm.transpose_b}, 1.0)")
-        w.line(f"{em.bind_var(s.var)} = {np_name(s.var.dtype)}({n} - 1)  # the last step")
-        for cp in s.body[:2]:
-            emit_stmt(em, w, cp)
-    return True
-
-
-def _o_range(em: Emitter, w: Writer, op: Operand, ext: int) -> tuple[str, str, str]:
-    """The tile's start along M (A) or N (B) and its rows [lo, hi) inside the global."""
-    st, lo, hi = (em.names.temp(h) for h in ("st", "lo", "hi"))
-    g = em.ref(op.region.buffer).name
-    w.line(f"{st} = np.int64({em.expr(op.ostart)})")
-    w.line(f"{lo} = max(0, -{st})")
-    w.line(f"{hi} = min({ext}, {g}.shape[{op.odim}] - {st})")
-    return st, lo, hi
 
 
 # ------------------------------------------------------------------ whole launches

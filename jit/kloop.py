@@ -5,9 +5,11 @@ A k loop whose body only copies a global tile of A and one of B into block-local
 in fast mode (reassociation allowed) it is one product over the block's whole K range
 (`match_kloop`). A launch whose blocks each clear an accumulator, run such a loop for the
 rows / columns their block ids pick and copy it out to the same place of a global C is
-one product of the whole matrices (`match_launch`). This module only proves those shapes
-and says where the operands lie; anything it cannot prove gives None (the emitters then
-lower the IR as before). It emits nothing.
+one product of the whole matrices (`match_launch`), which jit/fast.py emits as one BLAS
+call. (One call per output tile over its whole K range, from `match_kloop` alone, ran
+slower than per-step calls on the copied tiles at 64x64 tiles: docs/jit.md.) This module
+only proves those shapes and says where the operands lie; anything it cannot prove gives
+None (the emitters then lower the IR as before). It emits nothing.
 """
 
 from __future__ import annotations

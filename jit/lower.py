@@ -241,11 +241,6 @@ def _store(em: Emitter, w: Writer, s: Store) -> None:
 
 
 def _for(em: Emitter, w: Writer, s: For) -> None:
-    if em.fast:
-        from tilepy.jit.fast import emit_kloop
-
-        if emit_kloop(em, w, s, _stmt):
-            return
     start, stop, step = em.expr(s.start), em.expr(s.stop), em.expr(s.step)
     saved = dict(em.hoisted)
     for ld in invariant_loads(s, set(em.vars)):

@@ -1,9 +1,8 @@
-"""Fast mode's fused products (jit/kloop.py, jit/fast.py): a k loop of tile copies and a
-gemm as one BLAS call over the whole K range, and a launch that is one product of whole
-matrices as one call. Checked against the interpreter with the derived bound
-2 gamma_{K+1} sum|a||b| (each side within gamma_{K+1} of the exact product), on edge tiles
-(M, N, K not multiples of the tiles), every transpose, and the kernels the matchers must
-refuse (they keep the per-tile path)."""
+"""Fast mode's whole-launch product (jit/kloop.py, jit/fast.py): a launch whose blocks
+clear, run a k loop of tile copies and a gemm, and copy out is one BLAS call. Checked
+against the interpreter with the derived bound 2 gamma_{K+1} sum|a||b| (each side within
+gamma_{K+1} of the exact product), on edge tiles (M, N, K not multiples of the tiles),
+every transpose, and the kernels the matchers must refuse (they keep the per-tile path)."""
 
 import numpy as np
 import pytest
@@ -17,7 +16,6 @@ from tilepy.jit.kloop import match_kloop, match_launch
 from tilepy.kernels import gemm, gemm_split_k
 
 U = {"float32": 2.0**-24, "float64": 2.0**-53}
-WHOLE_K = "one BLAS call over its whole K range"
 ONE_PRODUCT = "this launch is one matrix product"
 
 
@@ -114,10 +112,13 @@ def epilogue_gemm(bm, bn, bk, ta, tb, dt="float32", scale_tile=False):
 
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, True), (False, True)])
-def test_k_loop_is_one_call_per_tile_and_leaves_the_last_tiles(ta, tb):
+def test_a_launch_with_an_epilogue_keeps_its_blocks(ta, tb):
+    """The k loop is a product but the launch is not (relu, a second output): per-tile
+    BLAS inside the blocks, C within the bound, the A tile the loop left bit for bit."""
     func = epilogue_gemm(32, 16, 8, ta, tb)
+    assert match_kloop(_loop(func)) is not None and match_launch(_launch(func)) is None
     k = jit.compile(func, fast=True)
-    assert WHOLE_K in k.source and ONE_PRODUCT not in k.source
+    assert ONE_PRODUCT not in k.source and "prange(" in k.source and "_gemm_acc(" in k.source
     rng = np.random.default_rng(7)
     for M, N, K in [(45, 70, 37), (64, 32, 8), (5, 3, 1)]:
         a, b = _inputs(rng, M, N, K, ta, tb, "float32")
@@ -137,7 +138,7 @@ def test_a_loop_that_changes_its_tiles_keeps_the_per_tile_path():
     func = epilogue_gemm(32, 16, 8, False, False, scale_tile=True)
     assert match_kloop(_loop(func)) is None
     k = jit.compile(func, fast=True)
-    assert WHOLE_K not in k.source and "_gemm_acc(" in k.source  # per-tile BLAS
+    assert ONE_PRODUCT not in k.source and "_gemm_acc(" in k.source  # per-tile BLAS
     rng = np.random.default_rng(8)
     M, N, K = 45, 70, 37
     a, b = _inputs(rng, M, N, K, False, False, "float32")
@@ -151,13 +152,14 @@ def test_a_loop_that_changes_its_tiles_keeps_the_per_tile_path():
     assert_same_bits(want["Last"], got["Last"])
 
 
-def test_split_k_fuses_its_k_loop_with_a_block_dependent_offset():
-    """K offset (bz * per + ko) * block_K: the k loop fuses, the launch (atomic adds) does
-    not; the per-split sums are added in block order as before."""
+def test_split_k_is_not_one_product():
+    """K offset (bz * per + ko) * block_K: the k loop is a product (the offset may depend
+    on a block id), the launch (atomic adds of K slices) is not; per-tile BLAS, and the
+    per-split sums are added in block order as before."""
     func = gemm_split_k(16, 32, 8, 3).func
     assert match_launch(_launch(func)) is None and match_kloop(_loop(func)) is not None
     k = jit.compile(func, fast=True)
-    assert WHOLE_K in k.source
+    assert ONE_PRODUCT not in k.source and "_gemm_acc(" in k.source
     rng = np.random.default_rng(9)
     M, N, K = 37, 45, 90  # every slice starts inside K (the interpreter checks)
     a, b = _inputs(rng, M, N, K, False, False, "float32")
@@ -246,10 +248,10 @@ def test_launches_the_pass_cannot_prove_are_refused(change):
 
 def test_refused_launch_keeps_the_per_block_loop_and_its_results():
     """Block by writes C's tile row by with A's tile row (last - by): not one product, so
-    the blocks run as before (the k loop still fuses) and agree with the interpreter."""
+    the blocks run as before (per-tile BLAS) and agree with the interpreter."""
     f = _variant("rows reversed")
     k = jit.compile(f, fast=True)
-    assert ONE_PRODUCT not in k.source and WHOLE_K in k.source and "prange(" in k.source
+    assert ONE_PRODUCT not in k.source and "prange(" in k.source
     rng = np.random.default_rng(3)
     M, N, K = 64, 45, 37
     a, b = _inputs(rng, M, N, K, False, False, "float32")
@@ -258,3 +260,21 @@ def test_refused_launch_keeps_the_per_block_loop_and_its_results():
     k({"A": a, "B": b, "C": got}, {"M": M, "N": N, "K": K})
     swapped = np.concatenate([a[32:], a[:32]])
     _within(got, want, *_ops(swapped, b, False, False), "float32")
+
+
+def test_blas_runs_single_threaded_inside_blocks_and_the_count_is_restored():
+    """Per-tile calls run with scipy's OpenBLAS at one thread (each block already has a
+    CPU); form 1 keeps BLAS's threads. This environment installs scipy's wheel, so the
+    library must be found."""
+    from tilepy.jit import blas
+
+    found = blas._openblas()
+    assert found is not None
+    get, put = found
+    before = get()
+    with blas.one_thread():
+        assert get() == 1
+    assert get() == before
+    per_tile = jit.compile(epilogue_gemm(32, 16, 8, False, False), fast=True)
+    whole = jit.compile(gemm(32, 32, 16, "float32", "float32", "float32").func, fast=True)
+    assert per_tile.blas_in_blocks and not whole.blas_in_blocks
