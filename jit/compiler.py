@@ -38,11 +38,17 @@ class CompiledKernel:
     fn: object = field(repr=False)
     arg_names: tuple[str, ...] = field(repr=False)
     views: tuple = field(repr=False)  # per param: storage dtype to view as, or None
+    blas_in_blocks: bool = field(default=False, repr=False)  # fast: BLAS inside blocks
 
     def __call__(self, arrays: dict, sizes: dict) -> None:
         args = self._args(arrays, sizes)
         if self.tier == "py":
             with np.errstate(all="ignore"):
+                self.fn(*args)
+        elif self.blas_in_blocks:
+            from tilepy.jit.blas import one_thread
+
+            with one_thread():
                 self.fn(*args)
         else:
             self.fn(*args)
@@ -111,6 +117,10 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool) -> CompiledKernel:
     path, pyfunc = diskcache.load_module(func.name, key, low.source, low.entry)
     if tier == "py":
         pyfunc.__globals__.update(py_namespace(low.codecs))
+        if fast:
+            from tilepy.jit.fast import namespace
+
+            pyfunc.__globals__.update(namespace(tier))
         fn = pyfunc
     else:
         import numba
@@ -119,15 +129,17 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool) -> CompiledKernel:
         g.update(numba_namespace(low.codecs))
         extra = {}
         if fast:
-            from tilepy.jit.fast import options
+            from tilepy.jit.fast import namespace, options
 
+            g.update(namespace(tier))
             extra = options()
         for name in low.blocks:  # plain njit functions, typed at the launch's call
             if not hasattr(g[name], "py_func"):
                 g[name] = numba.njit(error_model="numpy", cache=disk, **extra)(g[name])
         fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast)
     views = tuple(_view_dtype(p) for p in func.params)
-    return CompiledKernel(func, low.source, tier, fast, path, fn, low.args, views)
+    return CompiledKernel(func, low.source, tier, fast, path, fn, low.args, views,
+                          low.blas_in_blocks)
 
 
 def _refuse_breakpoints(func: PrimFunc) -> None:

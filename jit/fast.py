@@ -1,23 +1,38 @@
 """The opt-in fast mode (`fast=True`): what it may do that the exact path never does.
 
-Owns the Numba flags of fast kernels (fast-math: FMA contraction, reassociation) and the
-BLAS form of `T.gemm` on whole float32/float64 block-local tiles. Results are checked
-against the interpreter with derived error bounds, never bitwise. The exact path must not
-import from this module except through `options()` and `emit_dot()` behind `fast`.
+Owns the Numba flags of fast kernels (fast-math: FMA contraction, reassociation, and
+Numba's no-NaN/no-inf assumptions) and the BLAS forms of gemms:
+- `emit_launch`: a launch that jit/kloop.py proves one product of whole matrices, as one
+  call outside the block loop (BLAS's own threads);
+- `emit_dot`: one `T.gemm` on whole float32/float64 block-local tiles, inside the blocks
+  (BLAS single-threaded there: blas.one_thread).
+Results are checked against the interpreter with derived error bounds, never bitwise. The
+exact path must not import from this module except through `options()`, `namespace()`
+and the emitters, each behind `fast`.
 """
 
 from __future__ import annotations
 
 from tilepy.ir.expr import Const, Region
-from tilepy.ir.stmt import Gemm
+from tilepy.ir.stmt import Gemm, Launch
 from tilepy.ir.types import compute_dtype
+from tilepy.jit.kloop import KLoop, LaunchGemm, Operand, match_launch
 from tilepy.jit.scalars import Emitter
 from tilepy.jit.source import Writer
+
+BLAS_IN_BLOCKS = "blas in blocks"  # an Emitter note: the loader runs BLAS single-threaded
 
 
 def options() -> dict:
     """Extra njit options of fast kernels."""
     return {"fastmath": True}
+
+
+def namespace(tier: str) -> dict:
+    """The helpers fast kernels call, for the loader of a tier."""
+    from tilepy.jit import blas
+
+    return {"_gemm_acc": blas.py_gemm_acc if tier == "py" else blas.numba_gemm_acc()}
 
 
 def _whole(em: Emitter, r: Region) -> bool:
@@ -30,7 +45,7 @@ def _whole(em: Emitter, r: Region) -> bool:
 
 
 def emit_dot(em: Emitter, w: Writer, s: Gemm) -> bool:
-    """`C += op(A) @ op(B)` as one np.dot (BLAS) when the tiles allow; False otherwise."""
+    """`C += op(A) @ op(B)` as one BLAS call when the tiles allow; False otherwise."""
     dt = s.c.dtype
     if dt.name not in ("float32", "float64") or not all(_whole(em, r) for r in (s.a, s.b, s.c)):
         return False
@@ -38,11 +53,104 @@ def emit_dot(em: Emitter, w: Writer, s: Gemm) -> bool:
     if any(compute_dtype(r.dtype) != compute_dtype(dt) for r in (s.a, s.b)):
         return False
     a, b, c = (em.ref(r.buffer).name for r in (s.a, s.b, s.c))
-    a = f"{a}.T" if s.transpose_a else a
-    b = f"{b}.T" if s.transpose_b else b
+    em.notes.add(BLAS_IN_BLOCKS)
     w.line("# fast mode: BLAS, other summation order (checked with error bounds)")
-    if s.clear_accum:
-        w.line(f"{c}[:, :] = np.dot({a}, {b})")
-    else:
-        w.line(f"{c} += np.dot({a}, {b})")
+    beta = "0.0" if s.clear_accum else "1.0"
+    w.line(f"_gemm_acc({a}, {b}, {c}, {s.transpose_a}, {s.transpose_b}, {beta})")
     return True
+
+
+# ------------------------------------------------------------------ operands of a product
+
+
+def _globals_ok(em: Emitter, *ops: Operand) -> bool:
+    """Operands the JIT holds as plain arrays of their dtype (no storage codec)."""
+    return all(em.ref(o.region.buffer).kind == "global" and em.ref(o.region.buffer).codec
+               is None for o in ops)
+
+
+def _k_range(em: Emitter, w: Writer, kl: KLoop, n: str) -> tuple[str, str, str, str]:
+    """Offsets of A's and B's K slices and the range [tlo, thi) of steps' K positions
+    (0 .. n * bk) inside both: outside, one side reads zeros (copies zero-fill), so those
+    terms add nothing."""
+    ka, kb, tlo, thi = (em.names.temp(h) for h in ("ka", "kb", "tlo", "thi"))
+    A, B = (em.ref(o.region.buffer).name for o in (kl.a, kl.b))
+    w.line(f"{ka} = np.int64({em.expr(kl.a.koff)})")
+    w.line(f"{kb} = np.int64({em.expr(kl.b.koff)})")
+    w.line(f"{tlo} = max(0, -{ka}, -{kb})")
+    w.line(f"{thi} = min({n} * {kl.bk}, {A}.shape[{kl.a.kdim}] - {ka}, "
+           f"{B}.shape[{kl.b.kdim}] - {kb})")
+    return ka, kb, tlo, thi
+
+
+def _leads(em: Emitter, op: Operand) -> tuple[list[str], list[str]]:
+    """The leading unit dims' indices and their in-range conditions."""
+    g = em.ref(op.region.buffer).name
+    idx = [em.expr(e) for e in op.lead]
+    return idx, [f"0 <= {x} < {g}.shape[{d}]" for d, x in enumerate(idx)]
+
+
+def _view(em: Emitter, op: Operand, lead: list[str], k: tuple[str, str],
+          o: tuple[str, str]) -> str:
+    """The operand's global slice: K positions [k0, k1), the other dim [o0, o1)."""
+    sl = [""] * 2
+    sl[op.kdim - len(lead)] = f"{k[0]}:{k[1]}"
+    sl[op.odim - len(lead)] = f"{o[0]}:{o[1]}"
+    return f"{em.ref(op.region.buffer).name}[{', '.join(lead + sl)}]"
+
+
+# ------------------------------------------------------------------ whole launches
+
+
+def emit_launch(em: Emitter, w: Writer, s: Launch) -> bool:
+    """A launch that jit/kloop.py proves one product of whole matrices, as one BLAS call
+    from the kernel's entry (BLAS's own threads) instead of the block loop."""
+    lg = match_launch(s)
+    if lg is None or not _globals_ok(em, lg.kloop.a, lg.kloop.b):
+        return False
+    cref = em.ref(lg.out.dst.buffer)
+    if cref.kind != "global" or cref.codec is not None:
+        return False
+    w.comment("fast mode: this launch is one matrix product: one BLAS call, its own "
+              "threads", s.loc)
+    grid = [em.names.temp("g") for _ in s.grid]
+    for g, e in zip(grid, s.grid):
+        w.line(f"{g} = np.int64({em.expr(e)})")
+    w.line(f"if {' and '.join(f'{g} > 0' for g in grid)}:")
+    with w.indent():
+        _whole_product(em, w, lg, grid)
+    return True
+
+
+def _whole_product(em: Emitter, w: Writer, lg: LaunchGemm, grid: list[str]) -> None:
+    """C[:mc, :nc] (what the blocks write) = A[:ma] @ B[:, :nb], zeros where A's rows or
+    B's columns end first (the blocks' copies read zeros there)."""
+    kl = lg.kloop
+    bm, bn = kl.gemm.c.buffer.static_shape()
+    C = em.ref(lg.out.dst.buffer).name
+    nd = lg.out.dst.buffer.ndim
+    lead = [em.expr(e) for e in lg.out.dst.starts[:-2]]
+    n, mc, nc, ma, nb, cv = (em.names.temp(h) for h in ("n", "mc", "nc", "ma", "nb", "cv"))
+    w.line(f"{mc} = min({grid[lg.grid_row]} * {bm}, {C}.shape[{nd - 2}])")
+    w.line(f"{nc} = min({grid[lg.grid_col]} * {bn}, {C}.shape[{nd - 1}])")
+    inside = [f"0 <= {x} < {C}.shape[{d}]" for d, x in enumerate(lead)]
+    w.line(f"if {' and '.join(inside + [f'{mc} > 0', f'{nc} > 0'])}:")
+    w.depth += 1
+    w.line(f"{cv} = {C}[{', '.join(lead + [f'0:{mc}', f'0:{nc}'])}]")
+    w.line(f"{n} = np.int64({em.expr(kl.loop.stop)})")
+    ka, kb, tlo, thi = _k_range(em, w, kl, n)
+    A, B = (em.ref(o.region.buffer).name for o in (kl.a, kl.b))
+    w.line(f"{ma} = min({mc}, {A}.shape[{kl.a.odim}])")
+    w.line(f"{nb} = min({nc}, {B}.shape[{kl.b.odim}])")
+    (la, ca), (lb, cb) = _leads(em, kl.a), _leads(em, kl.b)
+    zero = em.zero(lg.out.dst.dtype)
+    w.line(f"if not ({' and '.join([f'{tlo} < {thi}', f'{ma} > 0', f'{nb} > 0'] + ca + cb)}):")
+    w.line(f"    {cv}[:, :] = {zero}")
+    w.line("else:")
+    w.line(f"    if {ma} < {mc} or {nb} < {nc}:")
+    w.line(f"        {cv}[:, :] = {zero}")
+    av = _view(em, kl.a, la, (f"{ka} + {tlo}", f"{ka} + {thi}"), ("0", ma))
+    bv = _view(em, kl.b, lb, (f"{kb} + {tlo}", f"{kb} + {thi}"), ("0", nb))
+    w.line(f"    _gemm_acc({av}, {bv}, {cv}[:{ma}, :{nb}], {kl.gemm.transpose_a}, "
+           f"{kl.gemm.transpose_b}, 0.0 if ({ma} == {mc} and {nb} == {nc}) else 1.0)")
+    w.depth -= 1

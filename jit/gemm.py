@@ -40,17 +40,17 @@ def emit_gemm(em: Emitter, w: Writer, s: Gemm) -> None:
                   lambda k, j: b.index([k, j], [kb_dim, n_dim]),
                   lambda i, j: c.index([i, j], [cr, cc]))
     M, N, K = c.exts[cr], c.exts[cc], a.exts[k_dim]
+    if em.fast:
+        from tilepy.jit.fast import emit_dot
+
+        if emit_dot(em, w, s):  # clear_accum included (BLAS's beta = 0)
+            return
     if s.clear_accum:
         i, j = em.names.temp("i"), em.names.temp("j")
         w.line(f"for {i} in range({M}):")
         w.line(f"    for {j} in range({N}):")
         for line in em.store(s.c.buffer, g.c(i, j), em.zero(dt)):
             w.line("        " + line)
-    if em.fast:
-        from tilepy.jit.fast import emit_dot
-
-        if emit_dot(em, w, s):
-            return
     blocked = all(x.isdigit() for x in (M, N, K)) and dt.name in ("float32", "float64") \
         and all(em.ref(r.buffer).kind == "array" for r in (s.a, s.b, s.c))
     if not blocked:

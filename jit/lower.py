@@ -51,6 +51,7 @@ class Lowered:
     args: tuple[str, ...]  # parameter buffer names then size names, in call order
     codecs: tuple[tuple[str, str], ...]  # (kind, format) codec helpers the source calls
     blocks: tuple[str, ...]  # the block functions (compiled as plain njit functions)
+    blas_in_blocks: bool = False  # fast mode calls BLAS inside the block loop (jit/fast.py)
 
 
 _TILE = {Copy: emit_copy, Fill: emit_fill, Reduce: emit_reduce, Cumsum: emit_cumsum,
@@ -75,7 +76,8 @@ def lower(func: PrimFunc, fast: bool = False) -> Lowered:
     blocks = "".join(bw.text() + "\n\n" for _, bw in em.block_writers)
     return Lowered(_header(func) + blocks + w.text(), entry,
                    tuple(p.name for p in func.params) + tuple(v.name for v in func.sizes),
-                   tuple(sorted(em.codecs)), tuple(n for n, _ in em.block_writers))
+                   tuple(sorted(em.codecs)), tuple(n for n, _ in em.block_writers),
+                   "blas in blocks" in em.notes)
 
 
 def _header(func: PrimFunc) -> str:
@@ -116,6 +118,11 @@ def _describe(s) -> str:
 
 
 def _launch(em: Emitter, w: Writer, s: Launch) -> None:
+    if em.fast:
+        from tilepy.jit.fast import emit_launch
+
+        if emit_launch(em, w, s):
+            return
     grid, shown = [], []
     for g in s.grid:
         t = em.names.temp("g")

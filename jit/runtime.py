@@ -294,6 +294,14 @@ def codec_name(kind: str, fmt: str) -> str:
     return f"_{kind}_{fmt}"
 
 
+# Every shared helper is compiled with an explicit fastmath=False: Numba compiles a callee
+# with the flags of its first caller unless the callee sets them, and reuses that code for
+# every later caller (numba#7168), so a helper first reached from a fast kernel gave exact
+# kernels fast-math code (a max that lost -0 and NaN). Set on the wrapper, the flag also
+# holds for what it calls (the precision codecs).
+_EXACT = {"fastmath": False}
+
+
 @lru_cache(maxsize=None)
 def _numba_helpers() -> dict:
     import numba
@@ -318,11 +326,11 @@ def _numba_helpers() -> dict:
     # rebuilt over one shared globals dict that maps the names to them
     g = dict(globals())
     out = {name: numba.njit(_pytypes.FunctionType(fn.__code__, g, name, fn.__defaults__,
-                                                  fn.__closure__))
+                                                  fn.__closure__), **_EXACT)
            for name, fn in HELPERS.items()}
     g.update(out)
-    out["_bits32"] = numba.njit(lambda f: f32_bits(np.float32(f)))
-    out["_from_bits32"] = bits_f32
+    out["_bits32"] = numba.njit(lambda f: f32_bits(np.float32(f)), **_EXACT)
+    out["_from_bits32"] = numba.njit(lambda b: bits_f32(b), **_EXACT)
     return out
 
 
@@ -337,12 +345,12 @@ def _numba_codec(kind: str, fmt: str):
 
     if kind == "dec":
         dec = decoder(fmt)
-        return numba.njit(lambda c: dec(c))
+        return numba.njit(lambda c: dec(c), **_EXACT)
     if kind in ("enc", "encs"):
         enc = encoder(fmt, saturate=kind == "encs")
-        return numba.njit(lambda x: enc(x))
+        return numba.njit(lambda x: enc(x), **_EXACT)
     enc, dec = encoder(fmt), decoder(fmt)
-    return numba.njit(lambda x: dec(enc(x)))
+    return numba.njit(lambda x: dec(enc(x)), **_EXACT)
 
 
 def numba_namespace(codecs: tuple[tuple[str, str], ...]) -> dict:

@@ -77,6 +77,7 @@ class Emitter:
     block_writers: list = field(default_factory=list)  # (name, Writer) per launch
     block_vars: list = field(default_factory=list)  # the current launch's block ids
     hoisted: dict = field(default_factory=dict)  # Load -> the name it was read into (hoist.py)
+    notes: set = field(default_factory=set)  # what the loader must know (fast.BLAS_IN_BLOCKS)
 
     # -------------------------------------------------------------- names
 

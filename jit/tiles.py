@@ -241,8 +241,10 @@ def _interleaved(em: Emitter, w: Writer, s: Reduce, src: Side, dst: Side,
                  out_dims: list[int]) -> bool:
     """Sums into 2..16 outputs: one k loop advancing every output's fold, each in its own
     scalar. Each fold keeps its order (k ascending from its start); the folds are
-    independent, so the CPU overlaps their adds instead of waiting on one chain."""
-    if (s.kind not in (ReduceKind.SUM, ReduceKind.ABSSUM) or len(dst.dims) != 1
+    independent, so the CPU overlaps their adds instead of waiting on one chain. Not in
+    fast mode: there fast-math reassociates each output's own loop into vector lanes,
+    which the interleaved folds' strided reads keep it from doing."""
+    if (em.fast or s.kind not in (ReduceKind.SUM, ReduceKind.ABSSUM) or len(dst.dims) != 1
             or src.ref.kind != "array"
             or _root(s.src.buffer).name == _root(s.dst.buffer).name):
         return False

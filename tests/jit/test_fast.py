@@ -22,7 +22,7 @@ def gamma(n: int, u: float) -> float:
 def test_fast_gemm_within_the_derived_bound(dt, u, ta, tb):
     func = gemm(32, 32, 16, dt, dt, dt, ta, tb).func
     k = jit.compile(func, fast=True)
-    assert "np.dot(" in k.source and "np.dot(" not in jit.compile(func, tier="py").source
+    assert "_gemm_acc(" in k.source and "_gemm_acc(" not in jit.compile(func, tier="py").source
     rng = np.random.default_rng(5)
     for M, N, K in [(45, 70, 37), (64, 64, 64)]:
         a = rng.standard_normal((K, M) if ta else (M, K)).astype(dt)
@@ -62,7 +62,8 @@ def test_fast_gemm_takes_narrow_tiles_to_blas_within_the_bound(dt):
 
     func = gemm(32, 32, 16, dt, "float32", "float32").func
     k = jit.compile(func, fast=True)
-    assert "np.dot(" in k.source
+    # per-tile BLAS: the k loop converts its tiles (bf16/fp8 -> float32), so it does not fuse
+    assert "_gemm_acc(" in k.source and "whole K range" not in k.source
     rng = np.random.default_rng(6)
     M, N, K = 45, 70, 37
     a = rng.standard_normal((M, K)).astype(getattr(ml_dtypes, dt))
@@ -76,3 +77,53 @@ def test_fast_gemm_takes_narrow_tiles_to_blas_within_the_bound(dt):
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))
     assert np.all(err <= bound), float((err / np.maximum(bound, 1e-300)).max())
     assert not np.array_equal(got, np.zeros_like(got))
+
+
+
+_FAST_FIRST = r"""
+import json
+import numpy as np
+import tilepy.jit as jit
+import tilepy.language as T
+from tilepy.interpreter import run as interp_run
+
+@T.prim_func
+def row_max(X: T.Tensor((4, 16), "float32"), Y: T.Tensor((4,), "float32")):
+    with T.Kernel(1) as _:
+        x = T.alloc_fragment((4, 16), "float32")
+        m = T.alloc_fragment((4,), "float32")
+        T.copy(X[0, 0], x)
+        T.reduce_max(x, m, dim=1)
+        T.copy(m, Y[0])
+
+x = np.zeros((4, 16), np.float32)
+x[0, 0] = -0.0            # -0 first, then +0: the fold keeps -0
+x[1, 1:] = -0.0           # +0 first, then -0: it keeps +0
+x[2] = np.arange(16)
+x[2, 5] = np.nan          # a NaN anywhere: NaN
+x[3] = -np.arange(16) - 1.0
+want, got, got_fast = (np.zeros(4, np.float32) for _ in range(3))
+jit.run(row_max.func, {"X": x, "Y": got_fast}, {}, fast=True)  # first: its helpers too
+jit.run(row_max.func, {"X": x, "Y": got}, {})
+interp_run(row_max.func, {"X": x, "Y": want}, {})
+print(json.dumps([want.view(np.uint32).tolist(), got.view(np.uint32).tolist()]))
+"""
+
+
+def test_exact_kernels_compiled_after_a_fast_one_stay_exact(tmp_path):
+    """Numba compiles a callee with the flags of its first caller and reuses that code
+    (numba#7168): runtime helpers first reached from a fast-math kernel gave exact kernels
+    fast-math code (a max losing -0 and NaN). The helpers say fastmath=False, so the order
+    of compiles does not matter. A fresh process without the disk cache, fast first."""
+    import json
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "fast_first.py"  # kernels need a source file
+    script.write_text(_FAST_FIRST)
+    env = dict(os.environ, TILEPY_JIT_DISK_CACHE="0")
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, check=True, cwd=tmp_path)
+    want, got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert want[:2] == [0x80000000, 0] and np.isnan(np.uint32(want[2]).view(np.float32))
+    assert want == got, [hex(v) for v in want + got]

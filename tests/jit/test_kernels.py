@@ -110,3 +110,47 @@ def test_gemm_register_blocked_micro_kernel(cfg):
         interp_run(func, {"A": a, "B": b, "C": want}, sizes)
         k({"A": a, "B": b, "C": got}, sizes)
         assert_same_bits(want, got, f"gemm {cfg} {M}x{N}x{K}")
+
+
+def test_attention_with_every_key_visible_numba():
+    """Non-causal, the sequence a multiple of block_N: no mask loop, the scores gemm clears
+    its accumulator and the P.V gemm reads the float32 scores as they are; the same bits
+    as the interpreter (exact) and within the derived bound (fast)."""
+    import numpy as np
+
+    from tilepy.jit import compile as jit_compile
+    from tilepy.kernels.checks import attention_case
+
+    case = attention_case(np.random.default_rng(11), 1, 2, 128, 32, False)
+    src = jit_compile(case.kernel.func, tier="py").source
+    assert "-np.inf)" not in src.split("for k in")[1]  # no mask inside the k loop
+    with tilepy.backend("interp"):
+        want = case.kernel(*case.inputs)
+    with tilepy.backend("jit"):
+        got = case.kernel(*case.inputs)
+    with tilepy.backend("jit", fast=True):
+        fast = case.kernel(*case.inputs)
+    assert_same_bits(want, got, case.name)
+    assert case.passes(got) and case.passes(fast)
+
+
+def test_layernorm_one_pass_and_chunked_paths_numba():
+    """Rows that fit one tile are read once (one-pass path), longer rows in chunks; both
+    agree with the interpreter bit for bit, and fast mode stays within the bound."""
+    import numpy as np
+
+    from tilepy.kernels import layernorm
+    from tilepy.kernels.checks import layernorm_case
+
+    rng = np.random.default_rng(12)
+    for n in (200, 300):  # one tile of 256 columns, then two chunks
+        case = layernorm_case(rng, 9, n)
+        case.kernel = layernorm(4, 256)
+        with tilepy.backend("interp"):
+            want = case.kernel(*case.inputs)
+        with tilepy.backend("jit"):
+            got = case.kernel(*case.inputs)
+        with tilepy.backend("jit", fast=True):
+            fast = case.kernel(*case.inputs)
+        assert_same_bits(want, got, f"layernorm 9x{n}")
+        assert case.passes(got) and case.passes(fast)

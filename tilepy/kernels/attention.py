@@ -18,6 +18,7 @@ def flash_attention(batch, heads, seq_len, dim, causal=False, block_M=64, block_
     scale = (1.0 / math.sqrt(dim)) * math.log2(math.e)
     acc = "float32"
     neg_inf = -math.inf
+    masked = causal or seq_len % block_N != 0  # else no score needs -inf
 
     @T.prim_func
     def flash_attention(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype),
@@ -43,11 +44,14 @@ def flash_attention(batch, heads, seq_len, dim, causal=False, block_M=64, block_
                 T.ceildiv(seq_len, block_N)
             for k in T.Pipelined(n_blocks, num_stages=num_stages):
                 T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], K_s)
-                for i, j in T.Parallel(block_M, block_N):
-                    key, query = k * block_N + j, bx * block_M + i
-                    visible = (key <= query) if causal else True
-                    scores[i, j] = T.if_then_else(visible and key < seq_len, 0.0, neg_inf)
-                T.gemm(Q_s, K_s, scores, transpose_B=True)
+                if masked:
+                    for i, j in T.Parallel(block_M, block_N):
+                        key, query = k * block_N + j, bx * block_M + i
+                        visible = (key <= query) if causal else True
+                        scores[i, j] = T.if_then_else(visible and key < seq_len, 0.0, neg_inf)
+                    T.gemm(Q_s, K_s, scores, transpose_B=True)
+                else:  # every key visible: the same sums from a cleared accumulator
+                    T.gemm(Q_s, K_s, scores, transpose_B=True, clear_accum=True)
                 T.copy(m_new, m_old)
                 T.reduce_max(scores, m_new, dim=1, clear=False)
                 for i in T.Parallel(block_M):
@@ -57,11 +61,14 @@ def flash_attention(batch, heads, seq_len, dim, causal=False, block_M=64, block_
                 T.reduce_sum(scores, block_sum, dim=1)
                 for i in T.Parallel(block_M):
                     denom[i] = denom[i] * rescale[i] + block_sum[i]
-                T.copy(scores, probs)
                 for i, j in T.Parallel(block_M, dim):
                     acc_o[i, j] *= rescale[i]
                 T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], V_s)
-                T.gemm(probs, V_s, acc_o)
+                if dtype == acc:  # probs would be a copy of scores: use them as they are
+                    T.gemm(scores, V_s, acc_o)
+                else:
+                    T.copy(scores, probs)
+                    T.gemm(probs, V_s, acc_o)
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= denom[i]
             T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])

@@ -1,0 +1,139 @@
+"""The fast mode's BLAS: `C = op(A) @ op(B) + beta * C` on strided 2-d views, and the
+thread count of the BLAS library behind it.
+
+`_gemm_acc(a, b, c, ta, tb, beta)` reads `a`, `b` and `c` where they lie, their row
+strides as BLAS leading dimensions: no copy of a non-contiguous slice (Numba's np.dot
+copies those) and no temporary result. Each view's last dimension must have unit stride
+(slices of C-contiguous arrays along their last two dims). The numba tier calls Numba's
+own `numba_xxgemm` helper (what its np.dot links to; it calls scipy's BLAS), so kernels
+stay cacheable; the py tier computes the same product with numpy. Only jit/fast.py emits
+calls to it; what the calls mean is decided there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from functools import lru_cache
+from pathlib import Path
+
+
+def py_gemm_acc(a, b, c, ta, tb, beta):
+    """The py tier's form: numpy's matmul of the same views."""
+    x = a.T if ta else a
+    y = b.T if tb else b
+    if beta == 0:
+        c[...] = 0
+    if c.shape[0] and c.shape[1] and x.shape[1]:
+        c += x @ y
+
+
+@lru_cache(maxsize=None)
+def numba_gemm_acc():
+    """The numba tier's form (built lazily: importing this module imports no numba)."""
+    import numba
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _xxgemm(typingctx, tx, ty, m, n, k, x, ldx, y, ldy, c, ldc, beta):
+        """numba_xxgemm(kind, tx, ty, m, n, k, &1, x, ldx, y, ldy, &beta, c, ldc): the
+        column-major C (m x n) = op(X) op(Y) + beta C; returns BLAS's status (0: done)."""
+        dt = c.dtype
+        sig = types.int32(tx, ty, m, n, k, x, ldx, y, ldy, c, ldc, beta)
+
+        def codegen(context, builder, sig, args):
+            vp, ch = cgutils.voidptr_t, ir.IntType(8)
+            intp = context.get_value_type(types.intp)
+            fnty = ir.FunctionType(ir.IntType(32), [ch, ch, ch, intp, intp, intp, vp, vp,
+                                                    intp, vp, intp, vp, vp, intp])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "numba_xxgemm")
+
+            def arg(i, to=types.intp):
+                return context.cast(builder, args[i], sig.args[i], to)
+
+            def data(i):
+                arr = context.make_array(sig.args[i])(context, builder, args[i])
+                return builder.bitcast(arr.data, vp)
+
+            def flag(i):  # nonzero: 't' (transpose), else 'n'
+                v = arg(i)
+                return builder.select(builder.icmp_unsigned("!=", v, intp(0)),
+                                      ch(ord("t")), ch(ord("n")))
+
+            one = cgutils.alloca_once_value(builder, context.get_constant(dt, 1.0))
+            bet = cgutils.alloca_once_value(builder, arg(11, dt))
+            kind = ch(ord("s" if dt == types.float32 else "d"))
+            return builder.call(fn, (
+                kind, flag(0), flag(1), arg(2), arg(3), arg(4), builder.bitcast(one, vp),
+                data(5), arg(6), data(7), arg(8), builder.bitcast(bet, vp), data(9),
+                arg(10)))
+
+        return sig, codegen
+
+    @numba.njit
+    def gemm_acc(a, b, c, ta, tb, beta):
+        """Row-major C (m x n) = op(A) @ op(B) + beta C is column-major C^T = op(B)^T
+        op(A)^T + beta C^T: BLAS takes B's memory first, each view's row stride as its
+        leading dimension."""
+        m, n = c.shape
+        k = a.shape[0] if ta else a.shape[1]
+        if m == 0 or n == 0:
+            return
+        if k == 0:
+            if beta == 0:
+                c[:, :] = 0
+            return
+        isz = c.itemsize
+        _xxgemm(1 if tb else 0, 1 if ta else 0, n, m, k, b, b.strides[0] // isz, a,
+                a.strides[0] // isz, c, c.strides[0] // isz, beta)
+
+    return gemm_acc
+
+
+# ------------------------------------------------------------------ BLAS threads
+
+
+@lru_cache(maxsize=None)
+def _openblas():
+    """(get, set) of the thread count of scipy's OpenBLAS (what numba_xxgemm calls), or
+    None when that BLAS is not a wheel's OpenBLAS (then nothing is changed)."""
+    try:
+        import scipy
+        import scipy.linalg.cython_blas  # noqa: F401  (loads the library)
+    except ImportError:
+        return None
+    for lib in sorted((Path(scipy.__file__).parent.parent / "scipy.libs").glob("*openblas*")):
+        try:
+            dll = ctypes.CDLL(str(lib))
+        except OSError:
+            continue
+        for pre, suf in (("scipy_openblas_", ""), ("openblas_", ""), ("scipy_openblas_", "64_")):
+            get = getattr(dll, f"{pre}get_num_threads{suf}", None)
+            put = getattr(dll, f"{pre}set_num_threads{suf}", None)
+            if get is not None and put is not None:
+                put.argtypes = [ctypes.c_int]
+                return get, put
+    return None
+
+
+@contextlib.contextmanager
+def one_thread():
+    """BLAS calls inside a kernel's parallel block loop run single-threaded: each block
+    is already on its own CPU, and two blocks each starting BLAS's pool of threads
+    oversubscribe the machine (measured: docs/jit.md). The count is restored after."""
+    h = _openblas()
+    if h is None:
+        yield
+        return
+    get, put = h
+    before = get()
+    if before == 1:
+        yield
+        return
+    put(1)
+    try:
+        yield
+    finally:
+        put(before)
