@@ -24,7 +24,7 @@ from tilepy.ir.stmt import Cumsum, Gemm, Reduce, ReduceKind
 from tilepy.ir.types import DType, compute_dtype
 
 _PLAIN = (np.dtype(np.float32), np.dtype(np.float64))
-_PRODUCTS = 1 << 17  # gemm products computed per numpy call (512 KiB of float32: L2)
+_PRODUCT_BYTES = 1 << 20  # gemm products computed per numpy call: 1 MiB (L2)
 
 
 def _plain(dt: DType) -> bool:
@@ -65,7 +65,9 @@ def gemm(ctx: Ctx, s: Gemm, sel, mask) -> None:
     b = _values(ctx, tb, s.b.buffer.dtype, cdt).reshape(tb.n, br, bc)
     at = a if s.transpose_a else a.transpose(0, 2, 1)  # (n, K, M)
     bt = b.transpose(0, 2, 1) if s.transpose_b else b  # (n, K, N)
-    bt = np.ascontiguousarray(bt)  # rows of b are the products' inner loop; a gives scalars
+    # k-major copies: a group's blocks and k steps then merge into one axis of the
+    # products, and einsum runs its fast loop for 3-d iterations
+    at, bt = np.ascontiguousarray(at), np.ascontiguousarray(bt)
     acc = _in_place(ctx, s, tc, cdt, m, n)
     if acc is not None:
         _gemm_steps(at, bt, acc, cdt)
@@ -147,36 +149,36 @@ def _product_steps(at: np.ndarray, bt: np.ndarray, c: np.ndarray) -> None:
     round-to-nearest x + y is -0 only when both are -0, so an accumulator that holds no -0
     never comes to hold one, and +0 and -0 added to any other value give the same result.
 
-    Big problems, when a CPU is idle, share their block groups between this thread
-    (einsum, which holds the GIL) and one worker thread (np.multiply, which releases it):
-    each takes the next group when it is free. A group is computed whole by one of them,
-    with the same bits either way, so the result does not depend on the threads.
+    Big problems, when a CPU is idle, share their block groups between this thread and
+    one worker thread (einsum's products and the reduce run without the GIL): each
+    takes the next group when it is free. A group is computed whole by one of them, the
+    same way, so the result does not depend on the threads.
     """
     nb, kk, m = at.shape
     n = c.shape[2]
-    ks = max(1, min(kk, _PRODUCTS // (m * n)))  # k steps per product block
-    g = max(1, _PRODUCTS // (ks * m * n))  # blocks per product block
+    products = _PRODUCT_BYTES // c.itemsize
+    ks = max(1, min(kk, products // (m * n)))  # k steps per product block
+    g = max(1, products // (ks * m * n))  # blocks per product block
     groups = [(b0, min(nb, b0 + g)) for b0 in range(0, nb, g)]
     big = len(groups) >= 2 and nb * kk * m * n >= _THREAD_MIN
     pool = _pool() if big and _idle_core() else None
     take = itertools.count().__next__  # one atomic step under the GIL
     if pool is None:
-        _product_groups(at, bt, c, groups, ks, take, True)
+        _product_groups(at, bt, c, groups, ks, take)
         return
-    job = pool.submit(_product_groups, at, bt, c, groups, ks, take, False)
+    job = pool.submit(_product_groups, at, bt, c, groups, ks, take)
     try:
-        _product_groups(at, bt, c, groups, ks, take, True)
+        _product_groups(at, bt, c, groups, ks, take)
     finally:
         job.result()
 
 
-def _product_groups(at, bt, c, groups, ks: int, take, einsum: bool) -> None:
-    """_product_steps for the groups of blocks this thread takes, products by einsum or
-    by the table's MUL."""
+def _product_groups(at, bt, c, groups, ks: int, take) -> None:
+    """_product_steps for the groups of blocks this thread takes."""
     _, kk, m = at.shape
     n = c.shape[2]
     buf = np.empty(max(b1 - b0 for b0, b1 in groups) * ks * m * n, c.dtype)
-    mul, add = OPS[Op.MUL].numpy, OPS[Op.ADD].numpy
+    add = OPS[Op.ADD].numpy
     with np.errstate(all="ignore"):  # per thread
         while (i := take()) < len(groups):
             b0, b1 = groups[i]
@@ -184,11 +186,7 @@ def _product_groups(at, bt, c, groups, ks: int, take, einsum: bool) -> None:
             for k0 in range(0, kk, ks):
                 k1 = min(kk, k0 + ks)
                 p = buf[:(b1 - b0) * (k1 - k0) * m * n].reshape(b1 - b0, k1 - k0, m, n)
-                a, b = at[b0:b1, k0:k1], bt[b0:b1, k0:k1]
-                if einsum:
-                    np.einsum("bki,bkj->bkij", a, b, out=p)
-                else:
-                    mul(a[:, :, :, None], b[:, :, None, :], out=p)
+                np.einsum("bki,bkj->bkij", at[b0:b1, k0:k1], bt[b0:b1, k0:k1], out=p)
                 add(cg, p[:, 0], out=p[:, 0])
                 add.reduce(p, axis=1, out=cg)
 

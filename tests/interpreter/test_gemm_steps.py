@@ -1,7 +1,10 @@
 """The gemm's fast k loop (products of many steps at once, then an ordered reduce) against
 a plain per-step loop written here from the contract, bit for bit: signed zeros, inf, NaN,
 subnormal and overflowing products, sums whose value depends on the order, 1-wide tiles,
-several block groups and k chunks, and edge tiles through the interpreter."""
+several block groups and k chunks, edge tiles and transposes through the interpreter, on
+one thread and shared with the worker thread."""
+
+import threading
 
 import numpy as np
 import pytest
@@ -22,13 +25,24 @@ def _steps_by_hand(at, bt, c0):
 
 
 def _nasty(rng, shape, dtype):
-    """Values whose products and sums hit every IEEE corner, and big/small mixes whose
-    sum depends on the order of the adds."""
-    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -3e-39, 1e-30, 3e38, -2e38,
-                     1e8, -1e8, 1.0, -1.0, 0.5, 3.0], dtype)
+    """Values whose products and sums hit IEEE corners: signed zeros, subnormals, products
+    that underflow or overflow, big/small mixes whose sum depends on the order of the adds,
+    and inf/NaN rare enough (0.5% of the values) that most sums of ~100 products stay
+    finite, so their bits are compared too."""
+    fi = np.finfo(dtype)
+    tiny, big = float(fi.smallest_normal), float(fi.max)
+    common = np.array([0.0, -0.0, tiny / 4, -tiny / 2, tiny * 8, 1e8, -1e8, 1.0, -1.0, 0.5,
+                       3.0], dtype)
+    rare = np.array([np.inf, -np.inf, np.nan, big / 2, -big / 3], dtype)
     x = rng.standard_normal(shape).astype(dtype)
     pick = rng.random(shape)
-    return np.where(pick < 0.4, rng.choice(pool, shape), x).astype(dtype)
+    x = np.where(pick < 0.4, rng.choice(common, shape), x)
+    return np.where(pick > 0.995, rng.choice(rare, shape), x).astype(dtype)
+
+
+def _mostly_finite(x) -> bool:
+    """Whether the finite values the test compares are most of the output."""
+    return np.isfinite(x).mean() > 0.5
 
 
 def _bits_equal(a, b):
@@ -42,6 +56,7 @@ SHAPES = [  # blocks, K, M, N
     (1, 19, 1, 1),     # 1x1: the per-step path (k would be innermost)
     (3, 20, 128, 128),  # one block's k steps split over several product blocks
     (70, 16, 8, 8),    # many blocks per product block
+    (5, 32, 64, 64),   # the benchmark's tiles: float32 groups 2 blocks, the last alone
     (1, 1, 4, 4),
 ]
 
@@ -58,6 +73,7 @@ def test_k_loop_gives_the_per_step_sums(nb, k, m, n, dtype, start):
     if start == "with -0":  # element (0, 0) of each block: -0 + -0 + ... stays -0
         at[:, :, 0], bt[:, :, 0], c0[:, 0, 0] = 1.5, -0.0, -0.0
     want = _steps_by_hand(at, bt, c0)
+    assert _mostly_finite(want)
     got = c0.copy()
     accumulate._gemm_steps(at, bt, got, ir_dtype(np.dtype(dtype).name))
     assert _bits_equal(got, want)
@@ -85,7 +101,7 @@ def test_edge_tiles_with_specials_through_the_interpreter():
     run(K.gemm(M, N, Kd, 32, 16, 16, "float32", "float32").func, dict(A=a, B=b, C=c), {})
     with np.errstate(all="ignore"):
         want = seq_gemm(a, b, c0, "float32", k_pad=96)
-    assert _bits_equal(c, want)
+    assert _mostly_finite(want) and _bits_equal(c, want)
 
 
 # ---------------------------------------------------------------- the worker thread
@@ -106,13 +122,45 @@ class _CountingPool:
         return f
 
 
+def _threads_take_turns(monkeypatch) -> list:
+    """In each threaded T.gemm, the worker thread takes the first group, then the calling
+    thread the second, then both go on as they like: both surely compute some groups.
+    Returns how many groups the worker took in each call."""
+    taken, orig, turns = [], accumulate._product_groups, {}
+
+    def groups(at, bt, c, groups, ks, take):
+        worker_took, caller_took = turns.setdefault(take, (threading.Event(),
+                                                           threading.Event()))
+        mine, theirs = ((caller_took, worker_took)
+                        if threading.current_thread() is threading.main_thread()
+                        else (worker_took, caller_took))
+        if mine is caller_took:
+            assert theirs.wait(10), "the worker thread took no group"
+        n = [0]
+
+        def take_in_turn():
+            i = take()
+            n[0] += i < len(groups)
+            if not mine.is_set():
+                mine.set()
+                if mine is worker_took:
+                    assert theirs.wait(10), "the calling thread took no group"
+            return i
+
+        orig(at, bt, c, groups, ks, take_in_turn)
+        if mine is worker_took:
+            taken.append(n[0])
+
+    monkeypatch.setattr(accumulate, "_product_groups", groups)
+    return taken
+
+
 @pytest.mark.parametrize("nb,k,m,n", [s for s in SHAPES if s[0] >= 2])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("pool", ["threads", "worker takes all"])
 def test_threaded_k_loop_gives_the_single_thread_bits(monkeypatch, nb, k, m, n, dtype, pool):
-    """Block groups shared between this thread (einsum) and the worker (np.multiply), or
-    all taken by the worker: the same bits as one thread, with -0/inf/NaN/subnormal/
-    overflowing products."""
+    """Block groups shared between this thread and the worker, or all taken by the
+    worker: the same bits as one thread, with -0/inf/NaN/subnormal/overflowing products."""
     rng = np.random.default_rng(nb + k + m + n)
     at, bt = _nasty(rng, (nb, k, m), dtype), _nasty(rng, (nb, k, n), dtype)
     c0 = np.abs(_nasty(rng, (nb, m, n), dtype)) + 0.0
@@ -122,32 +170,63 @@ def test_threaded_k_loop_gives_the_single_thread_bits(monkeypatch, nb, k, m, n, 
     accumulate._gemm_steps(at, bt, one, dt)
     monkeypatch.delenv("TILEPY_INTERP_THREADS")
     monkeypatch.setattr(accumulate, "_THREAD_MIN", 0)  # thread even this small problem
-    monkeypatch.setattr(accumulate, "_PRODUCTS", m * n * 4)  # groups of 1 block x 4 steps
+    monkeypatch.setattr(accumulate, "_PRODUCT_BYTES",  # groups of 1 block x 4 steps
+                        m * n * 4 * np.dtype(dtype).itemsize)
     monkeypatch.setattr(accumulate, "_idle_core", lambda: True)  # however busy the machine
     if pool == "worker takes all":
         counting = _CountingPool()  # runs the worker's job first: it takes every group
         monkeypatch.setattr(accumulate, "_pool", lambda: counting)
     elif accumulate._pool() is None:
         pytest.skip("one CPU: no worker thread")
+    else:
+        taken = _threads_take_turns(monkeypatch)
     two = c0.copy()
     accumulate._gemm_steps(at, bt, two, dt)
-    assert _bits_equal(two, one) and _bits_equal(one, _steps_by_hand(at, bt, c0))
-    assert pool == "threads" or counting.jobs == 1
+    want = _steps_by_hand(at, bt, c0)
+    assert _mostly_finite(want) and _bits_equal(one, want) and _bits_equal(two, want)
+    if pool == "threads":  # both threads computed groups (one block each, nb in all)
+        assert len(taken) == 1 and 1 <= taken[0] < nb
+    else:
+        assert counting.jobs == 1
 
 
-def test_threaded_edge_tiles_through_the_interpreter(monkeypatch):
-    rng = np.random.default_rng(9)
-    M, N, Kd = 70, 45, 90
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("start", ["values", "with -0"])
+def test_benchmark_tiles_through_the_interpreter_on_every_path(monkeypatch, ta, tb, start):
+    """The benchmark's 64x64x32 tiles on a 136x150x100 problem (edge tiles in M, N and K;
+    9 blocks, so product blocks of 2 blocks and a last one alone), transposed operands and
+    IEEE corners: one thread, the worker taking every group, and two real threads give
+    the contract's sums bit for bit."""
+    rng = np.random.default_rng(17 + 2 * ta + tb)
+    M, N, Kd = 136, 150, 100
     a, b = _nasty(rng, (M, Kd), np.float32), _nasty(rng, (Kd, N), np.float32)
-    outs = []
-    for threads in ("1", ""):
-        monkeypatch.setenv("TILEPY_INTERP_THREADS", threads)
-        monkeypatch.setattr(accumulate, "_THREAD_MIN", 0)
-        monkeypatch.setattr(accumulate, "_idle_core", lambda: True)
-        c = np.zeros((M, N), np.float32)
-        run(K.gemm(M, N, Kd, 32, 16, 16, "float32", "float32").func, dict(A=a, B=b, C=c), {})
-        outs.append(c)
-    assert _bits_equal(outs[0], outs[1])
+    c0 = np.abs(_nasty(rng, (M, N), np.float32)) + 0.0
+    if start == "with -0":  # a -0 in C: the whole batch takes the per-step path
+        a[0, :], b[:, 0], c0[0, 0] = 1.5, -0.0, -0.0
+    with np.errstate(all="ignore"):
+        want = seq_gemm(a, b, c0, "float32", k_pad=128)
+    assert _mostly_finite(want)
+    kernel = K.gemm(M, N, Kd, 64, 64, 32, "float32", "float32", ta, tb)
+    args = dict(A=a.T.copy() if ta else a, B=b.T.copy() if tb else b)
+    real_pool, counting = accumulate._pool, _CountingPool()
+    monkeypatch.setattr(accumulate, "_THREAD_MIN", 0)
+    monkeypatch.setattr(accumulate, "_idle_core", lambda: True)  # however busy the machine
+    for path in ("one thread", "worker takes all", "two threads"):
+        monkeypatch.setenv("TILEPY_INTERP_THREADS", "1" if path == "one thread" else "")
+        monkeypatch.setattr(accumulate, "_pool",
+                            (lambda: counting) if path == "worker takes all" else real_pool)
+        if path == "two threads":
+            if real_pool() is None:
+                pytest.skip("one CPU: no worker thread")
+            taken = _threads_take_turns(monkeypatch)
+        c = c0.copy()
+        run(kernel.func, dict(args, C=c), {})
+        assert _bits_equal(c, want), path
+    # T.gemm runs 4 times (K = 100 in steps of 32): each on the product path shares its 5
+    # groups with the worker; with a -0 in C the batch takes the per-step path instead
+    calls = 4 if start == "values" else 0
+    assert counting.jobs == calls and len(taken) == calls
+    assert all(1 <= t < 5 for t in taken)
 
 
 def test_no_worker_for_small_problems_busy_cpus_or_when_switched_off(monkeypatch):
