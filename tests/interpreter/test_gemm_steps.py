@@ -14,6 +14,9 @@ from tests.interpreter.oracle import same, seq_gemm
 from tilepy.interpreter import accumulate, run
 from tilepy.ir.types import dtype as ir_dtype
 
+_ONE_CPU = ("this machine has one CPU: the interpreter never starts its worker thread "
+            "there, so no two-thread run exists to compare (the forced-worker case runs)")
+
 
 def _steps_by_hand(at, bt, c0):
     """c = c + a[k] * b[k], k ascending, each op rounded to c's dtype (numpy's own ops)."""
@@ -177,7 +180,7 @@ def test_threaded_k_loop_gives_the_single_thread_bits(monkeypatch, nb, k, m, n, 
         counting = _CountingPool()  # runs the worker's job first: it takes every group
         monkeypatch.setattr(accumulate, "_pool", lambda: counting)
     elif accumulate._pool() is None:
-        pytest.skip("one CPU: no worker thread")
+        pytest.skip(_ONE_CPU)
     else:
         taken = _threads_take_turns(monkeypatch)
     two = c0.copy()
@@ -217,7 +220,7 @@ def test_benchmark_tiles_through_the_interpreter_on_every_path(monkeypatch, ta, 
                             (lambda: counting) if path == "worker takes all" else real_pool)
         if path == "two threads":
             if real_pool() is None:
-                pytest.skip("one CPU: no worker thread")
+                pytest.skip(_ONE_CPU)
             taken = _threads_take_turns(monkeypatch)
         c = c0.copy()
         run(kernel.func, dict(args, C=c), {})
