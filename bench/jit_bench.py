@@ -7,8 +7,10 @@ and torch CPU; flash-attention forward 1x8x1024x64 vs numpy naive attention and 
 conv2d NHWC 32x56x56x64 3x3x64 vs numpy im2col + BLAS; the interpreter vs the JIT on every
 kernel. Every row first checks the JIT's output (bits equal to the interpreter where the
 numerics contract says so, else an error bound derived in tilepy.kernels.checks or below),
-so a wrong kernel is never timed. Times are medians of interleaved rounds, ratios the
-medians of per-round ratios; the machine may be shared, so read the ratios, not the times.
+so a wrong kernel is never timed. Times are medians of interleaved rounds (each round runs
+every competitor in a burst of back-to-back calls and drops the burst's first call: see
+`interleave`), ratios the medians of per-round ratios; the machine may be shared, so read
+the ratios, not the times.
 Not a test. PyTorch is optional (its columns are skipped when it is absent; it is never a
 dependency of tilepy).
 
@@ -43,6 +45,27 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import tilepy.jit as jit  # noqa: E402
+
+
+def _steady_allocator() -> None:
+    """Keep freed memory in the process (glibc): large blocks come from the heap and the
+    heap is never trimmed, so an array a competitor allocates on each call (numpy's
+    temporaries, torch's outputs) reuses mapped pages instead of faulting fresh ones in.
+    Every competitor then runs as in a long-running program; this helps the allocating
+    ones (numpy, torch), never tilepy's kernels, which write into arrays given to them."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+        libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)  # glibc's largest allowed threshold
+        libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)
+    except (OSError, AttributeError):  # not glibc: the bursts in `interleave` still help
+        pass
+
+
+_steady_allocator()
 from tilepy.kernels import checks, conv2d_nhwc, gemm, layernorm, softmax  # noqa: E402
 
 PEAK = 233.0  # fp32 FMA peak of this machine, 2 threads, GFLOP/s (issue #3, PERF_NOTES)
@@ -76,17 +99,25 @@ class Timings(dict):
         return statistics.median(a / b for a, b in zip(self.rounds[num], self.rounds[den]))
 
 
-def interleave(fns: dict, rounds: int, warm: bool = True) -> Timings:
-    """Times per competitor, rounds interleaved (each call once per round)."""
+def interleave(fns: dict, rounds: int, warm: bool = True, burst: int = 3) -> Timings:
+    """Times per competitor over `rounds` rounds. In each round every competitor runs a
+    burst of `burst` calls back to back, and the round's time is the median of the burst
+    without its first call. That first call pays for the state the previous competitor
+    left behind, not for its own work: numpy's unfused softmax frees 16 MB temporaries,
+    so torch's next output comes back as fresh pages and faults in (2-5x its time, measured
+    on 2026-11-30), and another library's idle thread pool may still hold the CPUs."""
     if warm:
         for f in fns.values():
             f()  # warm up (compiles, page faults)
     times = {k: [] for k in fns}
     for _ in range(rounds):
         for k, f in fns.items():
-            t = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t)
+            ts = []
+            for _ in range(burst):
+                t = time.perf_counter()
+                f()
+                ts.append(time.perf_counter() - t)
+            times[k].append(statistics.median(ts[1:] if burst > 1 else ts))
     return Timings(times)
 
 

@@ -33,58 +33,55 @@ def _min(a, b):
     return a if (a <= b or a != a) else b
 
 
-def _max_lanes(v, init):
-    """The serial fold `acc = _max(acc, v[k])` from `init`, k ascending, 8 chains at once.
+def _order_key(x):
+    """A signed integer of x's width whose order is x's float order: -0 sorts below +0,
+    and NaNs sort beyond +-inf (by sign). (numba tier: an intrinsic, `_numba_helpers`.)"""
+    f = np.asarray(x)
+    it = np.int32 if f.dtype.itemsize == 4 else np.int64
+    b = int(f.view(it)[()])
+    return it(b ^ (-1 - (-1 << (f.dtype.itemsize * 8 - 1))) if b < 0 else b)
 
-    The folds agree whenever the maximum is a nonzero number: equal nonzero floats have
-    equal bits, so which occurrence wins does not show. A NaN or a zero maximum (where
-    the fold's first-occurrence rule picks the NaN payload or the sign of zero) reruns
-    the serial fold."""
-    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = init
+
+def _key_float(k, like):
+    """The float of `like`'s dtype whose `_order_key` is k (the map is its own inverse)."""
+    ft = np.asarray(like).dtype
+    it = np.int32 if ft.itemsize == 4 else np.int64
+    b = int(k)
+    b = b ^ (-1 - (-1 << (ft.itemsize * 8 - 1))) if b < 0 else b
+    return np.asarray(b, dtype=it).view(ft)[()]
+
+
+def _extreme(v, init, want_max):
+    """The serial fold `acc = _max(acc, v[k])` (want_max; else `_min`) from `init`, k
+    ascending, computed as integer max and min reductions over order keys, which LLVM
+    vectorises (a float compare-and-select fold does not vectorise without fast-math
+    function attributes, and its dependent chain costs a compare per element).
+
+    The result equals the fold's whenever it is a nonzero number: equal nonzero floats
+    have equal bits, so which occurrence wins does not show. A NaN anywhere (found because
+    NaN keys lie beyond the keys of +-inf, so the largest or smallest key is a NaN's) or a
+    zero result (where the fold's first-occurrence rule picks the sign) reruns the fold."""
     n = v.shape[0]
-    n8 = n - n % 8
-    for k in range(0, n8, 8):
-        l0 = _max(l0, v[k])
-        l1 = _max(l1, v[k + 1])
-        l2 = _max(l2, v[k + 2])
-        l3 = _max(l3, v[k + 3])
-        l4 = _max(l4, v[k + 4])
-        l5 = _max(l5, v[k + 5])
-        l6 = _max(l6, v[k + 6])
-        l7 = _max(l7, v[k + 7])
-    m = _max(_max(_max(l0, l1), _max(l2, l3)), _max(_max(l4, l5), _max(l6, l7)))
-    for k in range(n8, n):
-        m = _max(m, v[k])
-    if m != m or m == 0:
-        m = init
+    if n == 0:
+        return init
+    hi = lo = _order_key(v[0])
+    for k in range(1, n):
+        key = _order_key(v[k])
+        hi = key if key > hi else hi
+        lo = key if key < lo else lo
+    top, bottom = _key_float(hi, init), _key_float(lo, init)
+    if top == top and bottom == bottom:
+        r = _max(init, top) if want_max else _min(init, bottom)
+        if r != 0 and r == r:
+            return r
+    r = init
+    if want_max:
         for k in range(n):
-            m = _max(m, v[k])
-    return m
-
-
-def _min_lanes(v, init):
-    """`_max_lanes` for `_min`. (Two copies on purpose: one helper taking `_max`/`_min` as
-    an argument made Numba refuse to cache every kernel calling it, "dynamic globals".)"""
-    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = init
-    n = v.shape[0]
-    n8 = n - n % 8
-    for k in range(0, n8, 8):
-        l0 = _min(l0, v[k])
-        l1 = _min(l1, v[k + 1])
-        l2 = _min(l2, v[k + 2])
-        l3 = _min(l3, v[k + 3])
-        l4 = _min(l4, v[k + 4])
-        l5 = _min(l5, v[k + 5])
-        l6 = _min(l6, v[k + 6])
-        l7 = _min(l7, v[k + 7])
-    m = _min(_min(_min(l0, l1), _min(l2, l3)), _min(_min(l4, l5), _min(l6, l7)))
-    for k in range(n8, n):
-        m = _min(m, v[k])
-    if m != m or m == 0:
-        m = init
+            r = _max(r, v[k])
+    else:
         for k in range(n):
-            m = _min(m, v[k])
-    return m
+            r = _min(r, v[k])
+    return r
 
 
 def _floordiv(a, b):
@@ -237,7 +234,7 @@ def _in4(a, i, j, k, l):
 
 
 HELPERS = {f.__name__: f for f in (
-    _max, _min, _max_lanes, _min_lanes, _floordiv, _mod, _shl, _shr, _log, _log2, _sqrt,
+    _max, _min, _extreme, _floordiv, _mod, _shl, _shr, _log, _log2, _sqrt,
     _f2i, _f2i64, _f2u64, _clamp,
     _wrap_int4, _wrap_uint4, _f32_odd, _ld1, _ld2, _ld3, _ld4, _in1, _in2, _in3, _in4,
 )}
@@ -305,7 +302,9 @@ _EXACT = {"fastmath": False}
 @lru_cache(maxsize=None)
 def _numba_helpers() -> dict:
     import numba
-    from numba.extending import overload
+    from llvmlite import ir as llvm_ir
+    from numba import types
+    from numba.extending import intrinsic, overload
 
     from tilepy.precision.codecs import bits_f32, f32_bits
 
@@ -322,7 +321,44 @@ def _numba_helpers() -> dict:
     def _from_bits32_ov(b):
         return lambda b: bits_f32(b)
 
-    # helpers calling helpers (`_max_lanes` -> `_max`) must see the njit versions: each is
+    @intrinsic
+    def order_key(typingctx, x):
+        if x not in (types.float32, types.float64):
+            return None
+        w = x.bitwidth
+
+        def codegen(context, builder, signature, args):
+            i = llvm_ir.IntType(w)
+            b = builder.bitcast(args[0], i)
+            low = llvm_ir.Constant(i, (1 << (w - 1)) - 1)  # all bits but the sign
+            return builder.xor(b, builder.and_(builder.ashr(b, llvm_ir.Constant(i, w - 1)), low))
+
+        return (types.int32 if w == 32 else types.int64)(x), codegen
+
+    @intrinsic
+    def key_float(typingctx, k, like):
+        if like not in (types.float32, types.float64) or k.bitwidth != like.bitwidth:
+            return None
+        w = like.bitwidth
+
+        def codegen(context, builder, signature, args):
+            i = llvm_ir.IntType(w)
+            b = args[0]
+            low = llvm_ir.Constant(i, (1 << (w - 1)) - 1)
+            b = builder.xor(b, builder.and_(builder.ashr(b, llvm_ir.Constant(i, w - 1)), low))
+            return builder.bitcast(b, llvm_ir.FloatType() if w == 32 else llvm_ir.DoubleType())
+
+        return like(k, like), codegen
+
+    @overload(_order_key, inline="always")
+    def _order_key_ov(x):
+        return lambda x: order_key(x)
+
+    @overload(_key_float, inline="always")
+    def _key_float_ov(k, like):
+        return lambda k, like: key_float(k, like)
+
+    # helpers calling helpers (`_extreme` -> `_max`) must see the njit versions: each is
     # rebuilt over one shared globals dict that maps the names to them
     g = dict(globals())
     out = {name: numba.njit(_pytypes.FunctionType(fn.__code__, g, name, fn.__defaults__,

@@ -264,13 +264,14 @@ def _interleaved(em: Emitter, w: Writer, s: Reduce, src: Side, dst: Side,
     return True
 
 
-_LANES = {ReduceKind.MAX: "_max_lanes", ReduceKind.MIN: "_min_lanes"}
+_LANES = {ReduceKind.MAX: "True", ReduceKind.MIN: "False"}  # _extreme's want_max
 
 
 def _lanes_call(em: Emitter, src: Side, s: Reduce, t: list[str], out_dims: list[int],
                 acc: str) -> str | None:
-    """A float max/min over a block-local array row, as runtime.py's 8-chain helper (same
-    bits as the serial fold; the chain of dependent compares is what made it slow)."""
+    """A float max/min over a block-local array row, as runtime.py's `_extreme` (same bits
+    as the serial fold, from integer reductions LLVM vectorises; the fold's chain of
+    dependent compares is what made it slow)."""
     dt = s.dst.dtype
     if (s.kind not in _LANES or src.is_global or src.ref.kind != "array"
             or s.src.dtype != dt or dt.name not in ("float32", "float64")):
@@ -278,7 +279,7 @@ def _lanes_call(em: Emitter, src: Side, s: Reduce, t: list[str], out_dims: list[
     idx = src.index(t, out_dims)
     st, ext = src.starts[s.dim], src.exts[s.dim]
     idx[s.dim] = f":{ext}" if st == "0" else f"{st}:{st} + {ext}"
-    return f"{_LANES[s.kind]}({src.ref.name}[{', '.join(idx)}], {acc})"
+    return f"_extreme({src.ref.name}[{', '.join(idx)}], {acc}, {_LANES[s.kind]})"
 
 
 def emit_cumsum(em: Emitter, w: Writer, s: Cumsum) -> None:

@@ -1,6 +1,6 @@
 """The JIT's vectorising paths keep the interpreter's bits: the float64 `exp` of jit/mathlib.py
-(results rounded to float32 or narrower), max/min reductions over 8 chains
-(runtime._max_lanes), and loads read once before a loop (jit/hoist.py).
+(results rounded to float32 or narrower), max/min reductions as integer reductions over
+order keys (runtime._extreme), and loads read once before a loop (jit/hoist.py).
 
 Each test feeds the cases where a shortcut would show: NaN, infinities, signed zeros,
 values at the float32 overflow and underflow edges, lengths that are not a multiple of
@@ -212,11 +212,11 @@ def test_max_min_reductions_over_chains_keep_the_serial_fold(kind, dtype):
     npdt = np.dtype(dtype)
     for n, clear in ((37, True), (64, False), (5, True)):
         k = _reducer(kind, dtype, n, clear)
-        if n >= 8:
-            assert f"_{kind}_lanes(" in tilepy.jit.source(k.func)
+        assert f"_extreme(x[" in tilepy.jit.source(k.func)
         for x in _rows(rng, n, npdt):
             for y0 in (np.zeros(4, npdt), np.array([np.nan, -0.0, 0.0, -np.inf], npdt)):
                 assert_agree(k.func, {"X": x, "Y": y0.copy()}, {})
+                assert_agree(k.func, {"X": x, "Y": y0.copy()}, {}, tier="py")
                 a = {"X": x, "Y": y0.copy()}
                 tilepy.jit.run(k.func, a, {})
                 if not clear:  # the start value takes part: check one case by hand
@@ -230,6 +230,39 @@ def test_max_min_reductions_over_chains_keep_the_serial_fold(kind, dtype):
                     nan = np.isnan(fold)
                     assert np.array_equal(np.isnan(a["Y"]), nan)
                     assert_same_bits(fold[~nan], a["Y"][~nan], f"{kind} fold")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_order_keys_sort_as_the_floats_do(dtype):
+    """runtime._order_key (numba intrinsic and py form): integer order = float order, -0
+    below +0, NaNs of either sign beyond +-inf; _key_float inverts it bit for bit."""
+    import numba
+
+    from tilepy.jit.runtime import _key_float, _order_key, numba_namespace
+
+    ns = numba_namespace(())
+    key_nb = numba.njit(lambda x: _order_key(x))
+    back_nb = numba.njit(lambda k, like: _key_float(k, like))
+    npdt = np.dtype(dtype)
+    f = npdt.type
+    rng = np.random.default_rng(2)
+    tiny, big = np.finfo(npdt).smallest_subnormal, np.finfo(npdt).max
+    finite = np.sort(np.concatenate([np.array([-big, -1.0, -tiny, tiny, 1.0, big], npdt),
+                                     rng.standard_normal(50).astype(npdt) * 1e3]))
+    neg, pos = finite[finite < 0], finite[finite > 0]
+    vals = np.concatenate([np.array([-np.inf], npdt), neg, np.array([-0.0, 0.0], npdt), pos,
+                           np.array([np.inf], npdt)])  # ascending, -0 before +0
+    assert "_extreme" in ns
+    for key in (key_nb, _order_key):
+        keys = [int(key(f(v))) for v in vals]
+        assert keys == sorted(keys) and len(set(keys)) == len(keys)  # -0 below +0
+        for v, k in zip(vals, keys):
+            for back in (back_nb, _key_float):
+                got = back(np.array(k, f"i{npdt.itemsize}")[()], f(0))
+                assert bits(np.array([got], npdt))[0] == bits(np.array([v], npdt))[0]
+        nan_pos, nan_neg = np.array([np.nan, -np.nan], npdt)
+        assert np.signbit(nan_neg) and not np.signbit(nan_pos)
+        assert int(key(nan_pos)) > keys[-1] and int(key(nan_neg)) < keys[0]
 
 
 # ------------------------------------------------------------------ hoisted loads
