@@ -212,7 +212,7 @@ def test_max_min_reductions_over_chains_keep_the_serial_fold(kind, dtype):
     npdt = np.dtype(dtype)
     for n, clear in ((37, True), (64, False), (5, True)):
         k = _reducer(kind, dtype, n, clear)
-        assert f"_extreme(x[" in tilepy.jit.source(k.func)
+        assert "_extreme(x[" in tilepy.jit.source(k.func)
         for x in _rows(rng, n, npdt):
             for y0 in (np.zeros(4, npdt), np.array([np.nan, -0.0, 0.0, -np.inf], npdt)):
                 assert_agree(k.func, {"X": x, "Y": y0.copy()}, {})
