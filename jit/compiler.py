@@ -19,6 +19,7 @@ from tilepy.jit import diskcache
 from tilepy.jit.lower import Lowered, lower
 from tilepy.jit.runtime import numba_namespace, py_namespace
 from tilepy.jit.scalars import storage_codec
+from tilepy.precision.numba_target import configure
 
 TIERS = ("numba", "py")
 _LOCK = threading.RLock()
@@ -112,6 +113,7 @@ def clear_memory_cache() -> None:
 def _build(func: PrimFunc, fast: bool, tier: str, disk: bool) -> CompiledKernel:
     if tier == "numba":
         _refuse_breakpoints(func)
+        configure()  # Numba's target before its first compile (precision/numba_target.py)
     low = lower(func, fast=fast)
     key = diskcache.key(low.source, tier=tier, fast=fast)
     path, pyfunc = diskcache.load_module(func.name, key, low.source, low.entry)

@@ -1,7 +1,9 @@
 """The opt-in fast mode (`fast=True`): what it may do that the exact path never does.
 
 Owns the Numba flags of fast kernels (fast-math: FMA contraction, reassociation, and
-Numba's no-NaN/no-inf assumptions) and the BLAS forms of gemms:
+Numba's no-NaN/no-inf assumptions), the helpers they call (float32 `exp`/`exp2` within
+2 ulp, jit/mathlib.py's FAST_F32, used by jit/scalars.py for float32 results) and the
+BLAS forms of gemms:
 - `emit_launch`: a launch that jit/kloop.py proves one product of whole matrices, as one
   call outside the block loop (BLAS's own threads);
 - `emit_dot`: one `T.gemm` on whole float32/float64 block-local tiles, inside the blocks
@@ -31,8 +33,11 @@ def options() -> dict:
 def namespace(tier: str) -> dict:
     """The helpers fast kernels call, for the loader of a tier."""
     from tilepy.jit import blas
+    from tilepy.jit.mathlib import fast_numba_math, fast_py_math
 
-    return {"_gemm_acc": blas.py_gemm_acc if tier == "py" else blas.numba_gemm_acc()}
+    if tier == "py":
+        return {"_gemm_acc": blas.py_gemm_acc, **fast_py_math()}
+    return {"_gemm_acc": blas.numba_gemm_acc(), **fast_numba_math()}
 
 
 def _whole(em: Emitter, r: Region) -> bool:

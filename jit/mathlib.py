@@ -119,3 +119,113 @@ def py_math() -> dict:
     """The same helpers for the py tier (no Numba): numpy's float64 exp and exp2."""
     return {"_exp_to32": lambda x: np.float64(np.exp(np.float64(x))),
             "_exp2_to32": lambda x: np.float64(np.exp2(np.float64(x)))}
+
+
+# ------------------------------------------------------------------ fast mode: float32 exp
+
+# Taylor coefficients 1/k!, k = 2..7, for float32: |r| <= ln2/2 leaves r**8 / 8! < 5.6e-9,
+# under 0.1 ulp of a result in [0.7, 1.5).
+_C32 = [1.0 / math.factorial(k) for k in range(2, 8)]
+# exp2's polynomial in r itself: 2**r = sum (r ln2)**k / k!, the same truncation for |r| <= 1/2
+_C2_32 = [math.log(2.0) ** k / math.factorial(k) for k in range(1, 8)]
+_LN2_HI32 = 0.693359375  # 355/512: n * _LN2_HI32 is exact for |n| < 2**15 ...
+_LN2_LO32 = math.log(2.0) - 0.693359375  # ... and the rest, rounded to float32 where used
+# exp(x) is 0 in float32 below -103.98 and inf above 88.73; exp2 below -150 and above 128
+_CLAMP32 = (-104.0, 89.0)
+_CLAMP2_32 = (-151.0, 129.0)
+FAST_EXP_ULPS = 2.0  # the bound tests/jit/test_vector_paths.py holds these functions to
+
+# fast mode's scalar forms of float32 results (jit/scalars.py), in place of the op table's
+# float64-and-round-once forms; the argument is already float32
+FAST_F32 = {
+    "exp": "_fexp32({0})",
+    "exp2": "_fexp2_32({0})",
+    "sigmoid": "(np.float32(1.0) / (np.float32(1.0) + _fexp32(-{0})))",
+}
+
+
+@lru_cache(maxsize=None)
+def fast_numba_math() -> dict:
+    """Fast mode's float32 `exp` and `exp2` (njit, inlined into fast kernels).
+
+    The same scheme as the float64 functions above, in float32 so that LLVM packs 16
+    lanes instead of 8, with a degree-7 polynomial instead of degree 13:
+
+        n = rint(x / ln2);  r = x - n ln2 (ln2 in two parts);  exp(x) = 2**n * p(r)
+
+    2**n is applied as two factors 2**(n - n//2) and 2**(n//2), each a normal float32, so
+    results in the subnormal range round once and n = 128 gives inf. Within 2 ulp of the
+    true value on the float32 range (measured about 1 ulp); not the exact path's
+    correctly rounded result, which is why only fast mode uses them. Fast mode assumes no
+    NaN or infinity reaches its arithmetic (fast-math), so these do not test for NaN."""
+    import numba
+    from llvmlite import ir as llvm_ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    from tilepy.precision.codecs import bits_f32, f32_bits
+
+    f32 = types.float32
+
+    def _call(name: str, arity: int):
+        def codegen(context, builder, signature, args):
+            f = llvm_ir.FloatType()
+            fn = cgutils.get_or_insert_function(
+                builder.module, llvm_ir.FunctionType(f, [f] * arity), name)
+            return builder.call(fn, args)
+
+        return codegen
+
+    @intrinsic
+    def fma32(typingctx, a, b, c):
+        return f32(f32, f32, f32), _call("llvm.fma.f32", 3)
+
+    @intrinsic
+    def rint32(typingctx, x):
+        return f32(f32), _call("llvm.rint.f32", 1)
+
+    F = np.float32
+    c2, c3, c4, c5, c6, c7 = (F(c) for c in _C32)
+    d1, d2, d3, d4, d5, d6, d7 = (F(c) for c in _C2_32)
+    inv_ln2, ln2_hi, ln2_lo = F(1.0 / math.log(2.0)), F(_LN2_HI32), F(_LN2_LO32)
+    lo, hi = F(_CLAMP32[0]), F(_CLAMP32[1])
+    lo2, hi2 = F(_CLAMP2_32[0]), F(_CLAMP2_32[1])
+    one = F(1.0)
+    I23, BIAS = np.int32(23), np.int32(127)
+
+    @numba.njit(inline="always")
+    def scale(y, n):
+        """y * 2**n for y in [0.7, 1.5) and integer-valued float32 n in [-151, 129]: n - n//2
+        added to y's exponent field (stays normal), then one multiply by 2**(n//2), which
+        rounds a subnormal result once and overflows to inf. (Two float multiplies would
+        not do: fast-math reassociates them into one by 2**n, which is inf for n = 128.)"""
+        k = np.int32(n)
+        h = k >> np.int32(1)
+        y1 = bits_f32(np.uint32(f32_bits(y) + np.uint32((k - h) << I23)))
+        return y1 * bits_f32(np.uint32((h + BIAS) << I23))
+
+    @numba.njit(inline="always")
+    def fexp32(x):
+        xc = min(max(np.float32(x), lo), hi)
+        n = rint32(xc * inv_ln2)
+        r = fma32(-n, ln2_lo, fma32(-n, ln2_hi, xc))
+        p = fma32(fma32(fma32(fma32(fma32(c7, r, c6), r, c5), r, c4), r, c3), r, c2)
+        return scale(fma32(p * r, r, r) + one, n)
+
+    @numba.njit(inline="always")
+    def fexp2_32(x):
+        xc = min(max(np.float32(x), lo2), hi2)
+        n = rint32(xc)
+        r = xc - n  # exact: |r| <= 1/2
+        p = fma32(fma32(fma32(fma32(fma32(fma32(d7, r, d6), r, d5), r, d4), r, d3), r, d2),
+                  r, d1)
+        return scale(fma32(p, r, one), n)
+
+    return {"_fexp32": fexp32, "_fexp2_32": fexp2_32}
+
+
+def fast_py_math() -> dict:
+    """The same helpers for the py tier: numpy's float32 exp and exp2."""
+    return {"_fexp32": lambda x: np.exp(np.float32(x)),
+            "_fexp2_32": lambda x: np.exp2(np.float32(x))}

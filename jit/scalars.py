@@ -16,6 +16,7 @@ from tilepy.errors import Loc, LoweringError
 from tilepy.ir.expr import Buffer, Call, Const, Expr, Load, Var
 from tilepy.ir.ops import OPS, Compute, Op, round_values, wrap_int
 from tilepy.ir.types import DType, Scope, compute_dtype
+from tilepy.jit.mathlib import FAST_F32
 from tilepy.jit.runtime import MAX_GUARDED_RANK, codec_name
 from tilepy.jit.source import Names
 
@@ -124,6 +125,8 @@ class Emitter:
         args = [self.expr(a) for a in c.args]
         tmpl = row.scalar
         if row.compute is Compute.F64:
+            if self.fast and c.dtype.name == "float32" and c.op.value in FAST_F32:
+                return FAST_F32[c.op.value].format(*[f"np.float32({a})" for a in args])
             if c.op in _TO32 and (c.dtype.name == "float32" or c.dtype.is_narrow_float):
                 tmpl = _TO32[c.op]
             body = tmpl.format(*[f"np.float64({a})" for a in args])

@@ -21,6 +21,9 @@ from numba.extending import intrinsic
 
 from tilepy.precision.codespec import CodeSpec, code_spec
 from tilepy.precision.formats import get_format
+from tilepy.precision.numba_target import configure
+
+configure()  # before Numba's first compile in this process: vector width (see the module)
 
 
 @intrinsic

@@ -113,6 +113,48 @@ def test_fast_math_flags_do_not_undo_the_range_reduction(name):
     assert float(err.max()) < 1.5, float(err.max())
 
 
+@pytest.mark.parametrize("name, ref, lo, hi", [("_fexp32", np.exp, -104.5, 89.5),
+                                               ("_fexp2_32", np.exp2, -151.5, 129.5)])
+def test_fast_float32_exp_is_within_its_stated_ulps(name, ref, lo, hi):
+    """Fast mode's float32 exp/exp2 (jit/mathlib.py), inlined under fast-math as fast
+    kernels inline them: within FAST_EXP_ULPS of the true value wherever the float32
+    result is finite (normal or subnormal, in units of the correctly rounded result's
+    ulp), inf where it overflows, 0 far below the subnormals. The kernel bounds of
+    tilepy.kernels.checks charge every exp 2 * FAST_EXP_ULPS units of 2**-24."""
+    import numba
+
+    from tilepy.jit.mathlib import FAST_EXP_ULPS, fast_numba_math
+    from tilepy.kernels.checks import EXP_U
+
+    assert FAST_EXP_ULPS == 2.0 and EXP_U == 2 * FAST_EXP_ULPS
+    f = fast_numba_math()[name]
+
+    @numba.njit(fastmath=True)
+    def each(x, out):
+        for i in range(x.shape[0]):
+            out[i] = f(x[i])
+
+    rng = np.random.default_rng(21)
+    x = np.concatenate([rng.uniform(lo, hi, 1 << 21), rng.uniform(-1, 1, 1 << 18),
+                        np.arange(np.ceil(lo), hi, 0.5),  # exp2: r = 0 and r = +-1/2
+                        np.float32([88.72283, 88.72284, -87.33655, -103.27893, -103.97208,
+                                    127.99999, 128.0, -126.0, -149.0, -149.5, -150.0])
+                        ]).astype(np.float32)
+    got = np.empty_like(x)
+    each(x, got)
+    with np.errstate(over="ignore"):
+        true = ref(x.astype(np.longdouble))
+        t32 = true.astype(np.float32)
+    fin = np.isfinite(t32) & (t32 > 0)
+    ulp = np.spacing(t32[fin]).astype(np.longdouble)
+    err = np.abs(got[fin].astype(np.longdouble) - true[fin]) / ulp
+    assert float(err.max()) <= FAST_EXP_ULPS, float(err.max())
+    assert float(err.max()) > 0.5  # an approximation, not a correctly rounded copy
+    top = np.float32(np.finfo(np.float32).max)
+    assert np.all((got[np.isinf(t32)] == np.inf) | (got[np.isinf(t32)] >= top))
+    assert np.all(got[t32 == 0] <= np.float32(2.0 ** -148))
+
+
 def test_exp_keeps_a_nan_payload_and_sign(exp_to32):
     x = np.array([np.nan, -np.nan], dtype=np.float64)
     x.view(np.uint64)[0] |= np.uint64(12345)

@@ -29,6 +29,10 @@ from tilepy.kernels import (
 )
 
 U32 = 2.0 ** -24
+# A float32 exp or exp2's relative error in units of U32: the JIT's fast mode uses float32
+# functions within FAST_EXP_ULPS ulp (jit/mathlib.py), an ulp being at most 2 U32 relative;
+# the exact path rounds a float64 result once (1 U32). Bounds below charge every exp this.
+EXP_U = 2 * 2.0  # 2 * FAST_EXP_ULPS; a test pins FAST_EXP_ULPS to 2
 
 
 def unit_roundoff(dtype) -> float:
@@ -142,10 +146,10 @@ def softmax_case(rng, M, N, block_N=256) -> Case:
     ref = e / e.sum(axis=1, keepdims=True)
     chunks = math.ceil(N / block_N)
     spread = float((m - X).max())
-    # x - m rounds (abs u*|x - m|, relative u*|x - m| after exp); exp in float64 rounds once
-    # (u); N sequential adds (gamma_N); each of `chunks` rescales multiplies by a rounded
-    # exp(prev - new) (2u plus u*spread); the final divide rounds (u).
-    rel = (N + 2 * chunks * (1 + spread) + 3 + 2 * spread) * U32 * 1.01
+    # x - m rounds (abs u*|x - m|, relative u*|x - m| after exp); exp adds EXP_U; N
+    # sequential adds (gamma_N); each of `chunks` rescales multiplies by an exp(prev - new)
+    # (EXP_U + u plus u*spread); the final divide rounds (u).
+    rel = (N + chunks * (EXP_U + 1 + 2 * spread) + EXP_U + 2 + 2 * spread) * U32 * 1.01
     name = "softmax (one pass)" if N <= block_N else "softmax (online)"
     return Case(name, "float32", f"{M}x{N}", softmax(1, block_N),
                 [x], ref, rel * ref + 1e-45)
@@ -223,9 +227,10 @@ def attention_case(rng, B, H, S, D, causal) -> Case:
     spread = float(np.nanmax(np.where(np.isinf(s), 0, s.max(-1, keepdims=True) - s)))
     qk = float((np.abs(Q) @ np.swapaxes(np.abs(K_), -1, -2)).max()) / math.sqrt(D)
     # scores: D fp32 adds (gamma_D * |q||k|), scaled and passed through exp2 (relative
-    # error ~ the absolute error of the exponent: spread + qk terms); row sums and P.V: S
-    # adds each; 2 roundings per rescale per block; final divide. All relative to sum p|v|.
-    c = (S + D + 4 * nblocks + 8 + 2 * (spread + D * qk)) * U32 * 1.01
+    # error ~ the absolute error of the exponent: spread + qk terms, plus EXP_U); row sums
+    # and P.V: S adds each; 2 roundings and an exp2 per rescale per block; final divide.
+    # All relative to sum p|v|.
+    c = (S + D + (4 + EXP_U) * nblocks + 8 + EXP_U + 2 * (spread + D * qk)) * U32 * 1.01
     return Case("flash attention" + (" causal" if causal else ""), "float32",
                 f"{B}x{H}x{S}x{D}", flash_attention(B, H, S, D, causal),
                 [q, k, v], ref, c * (p @ np.abs(V)))
