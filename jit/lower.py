@@ -32,7 +32,7 @@ from tilepy.ir.stmt import (
     While,
 )
 from tilepy.ir.types import Scope, compute_dtype
-from tilepy.jit import atomics, versioning
+from tilepy.jit import atomics, initfill, versioning
 from tilepy.jit.bounds import CheckedEmitter, Faults, var_ranges
 from tilepy.jit.faults import FAULT_COLS
 from tilepy.jit.gemm import emit_gemm
@@ -60,7 +60,7 @@ _TILE = {Copy: emit_copy, Fill: emit_fill, Reduce: emit_reduce, Cumsum: emit_cum
 
 def lower(func: PrimFunc, fast: bool = False) -> Lowered:
     names = Names()
-    em = Emitter(names, fast=fast)
+    em = Emitter(names, fast=fast, reviewed=initfill.reviewed(func.body))
     w = Writer()
     entry = names.user("func", func.name)
     params = []
@@ -90,9 +90,12 @@ def _header(func: PrimFunc) -> str:
 def _body(em: Emitter, w: Writer, body) -> None:
     if not body:
         w.line("pass")
-    for s in body:
+    for k, s in enumerate(body):
         em.loc = getattr(s, "loc", None)
+        if isinstance(s, Alloc) and s.buffer.data is None and s.buffer.name not in em.reviewed:
+            em.zero_fill = initfill.needs_zeros(body[k + 1:], s.buffer)
         _stmt(em, w, s)
+        em.zero_fill = True
 
 
 def _stmt(em: Emitter, w: Writer, s) -> None:
@@ -216,8 +219,12 @@ def _alloc(em: Emitter, w: Writer, s: Alloc) -> None:
         return
     shape = ", ".join(em.expr(e) for e in b.shape) + ("," if b.ndim == 1 else "")
     em.bufs[b.name] = BufRef(b, py, "array")
-    w.line(f"{py} = np.zeros(({shape}), np.{compute_dtype(b.dtype).name})"
-           f"  # {b.scope} {b.dtype}")
+    if em.zero_fill:
+        w.line(f"{py} = np.zeros(({shape}), np.{compute_dtype(b.dtype).name})"
+               f"  # {b.scope} {b.dtype}")
+    else:
+        w.line(f"{py} = np.empty(({shape}), np.{compute_dtype(b.dtype).name})"
+               f"  # {b.scope} {b.dtype}; written whole before any read (jit/initfill.py)")
 
 
 def _review(em: Emitter, w: Writer, s: Alloc) -> None:

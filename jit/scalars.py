@@ -79,6 +79,8 @@ class Emitter:
     block_vars: list = field(default_factory=list)  # the current launch's block ids
     hoisted: dict = field(default_factory=dict)  # Load -> the name it was read into (hoist.py)
     notes: set = field(default_factory=set)  # what the loader must know (fast.BLAS_IN_BLOCKS)
+    reviewed: set = field(default_factory=set)  # buffers a re-view shares (initfill.py)
+    zero_fill: bool = True  # the Alloc being lowered may be read before written (initfill.py)
 
     # -------------------------------------------------------------- names
 

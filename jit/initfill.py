@@ -1,0 +1,194 @@
+"""Which block-local arrays need their zero fill: those a read may reach before a write.
+
+The JIT allocates each block-local array with `np.zeros`, so a kernel that reads an
+element it never wrote gets 0 on every run (the interpreter raises UninitializedReadError
+for shared and fragment buffers; a deterministic 0 beats garbage). Most arrays are written
+whole before anything reads them, and their zeros are never seen: softmax's row tile is
+first the destination of a `T.copy`, layernorm's squares tile of a `T.Parallel` store.
+Clearing them costs a memset per block (64 KB per block of layernorm's 8 x 1024 tiles).
+
+`needs_zeros(rest, buf)` says whether the statements after the buffer's `Alloc` may read
+an element before writing it. A buffer gets `np.empty` only when the answer is no, proven
+from the first statement touching it (in program order, through `if` branches and loops):
+- a whole-buffer write: `T.copy` into the whole buffer (edge tiles of a global source
+  read as 0, so every element is written), `T.fill`/`T.clear`, `T.gemm(clear_accum=True)`,
+  a clearing `T.reduce_*`, `T.cumsum`, each with no operand reading the buffer itself;
+- a loop nest over exactly the buffer's shape (each loop from 0, step 1) whose only
+  statement touching the buffer is an unconditional `buf[i, j, ...] = value` with the
+  nest's variables in order, and whose value does not read the buffer;
+- an `if` whose branches each write it first or leave it alone, and a loop whose body
+  writes it first; where a path may leave it alone (a branch, zero trips), what follows
+  must not read it first either.
+Anything else (a read, a partial write, a `while`, a re-view of its storage anywhere in
+the kernel) keeps the zeros. Decides nothing about values.
+"""
+
+from __future__ import annotations
+
+from tilepy.ir.expr import Buffer, Const, Region, Var, loads
+from tilepy.ir.stmt import (
+    Alloc,
+    AtomicAdd,
+    Breakpoint,
+    Copy,
+    Cumsum,
+    Fill,
+    For,
+    Gemm,
+    If,
+    Let,
+    Print,
+    Reduce,
+    Store,
+    While,
+    walk,
+)
+
+_WRITE, _READ = "write", "read"
+
+
+def reviewed(body) -> set[str]:
+    """Names of buffers whose storage a `T.Tensor(..., buf.data)` re-view shares."""
+    out = set()
+    for s in walk(body):
+        if isinstance(s, Alloc) and s.buffer.data is not None:
+            b = s.buffer
+            while b.data is not None:
+                b = b.data
+                out.add(b.name)
+    return out
+
+
+def needs_zeros(rest, buf: Buffer) -> bool:
+    """True unless every path through `rest` writes all of `buf` before reading any of it."""
+    return _first(tuple(rest), buf.name) == _READ
+
+
+# ------------------------------------------------------------------ touches
+
+
+def _expr_reads(e, name: str) -> bool:
+    return any(ld.buffer.name == name for ld in loads(e))
+
+
+def _region_touches(r: Region, name: str) -> bool:
+    return r.buffer.name == name or any(_expr_reads(e, name) for e in r.starts + r.extents)
+
+
+def _touches(s, name: str) -> bool:
+    """Whether statement s (and what it contains) reads or writes buffer `name`."""
+    for t in walk((s,)):
+        if isinstance(t, Let) and _expr_reads(t.value, name):
+            return True
+        if isinstance(t, Store) and (t.buffer.name == name or _expr_reads(t.value, name)
+                                     or any(_expr_reads(i, name) for i in t.indices)):
+            return True
+        if isinstance(t, (Copy, Reduce, Cumsum)) and (
+                _region_touches(t.src, name) or _region_touches(t.dst, name)):
+            return True
+        if isinstance(t, Fill) and (_region_touches(t.dst, name)
+                                    or _expr_reads(t.value, name)):
+            return True
+        if isinstance(t, Gemm) and any(_region_touches(r, name) for r in (t.a, t.b, t.c)):
+            return True
+        if isinstance(t, AtomicAdd) and (
+                _region_touches(t.dst, name)
+                or (_region_touches(t.value, name) if isinstance(t.value, Region)
+                    else _expr_reads(t.value, name))):
+            return True
+        if isinstance(t, For) and any(_expr_reads(e, name) for e in (t.start, t.stop, t.step)):
+            return True
+        if isinstance(t, (If, While)) and _expr_reads(t.cond, name):
+            return True
+        if isinstance(t, Print) and any(
+                a.name == name if isinstance(a, Buffer) else _expr_reads(a, name)
+                for a in t.args):
+            return True
+        if isinstance(t, Breakpoint):  # the debugger shows every buffer
+            return True
+    return False
+
+
+# ------------------------------------------------------------------ whole writes
+
+
+def _const(e, value: int) -> bool:
+    return isinstance(e, Const) and int(e.value) == value
+
+
+def _whole(r: Region, name: str) -> bool:
+    b = r.buffer
+    return (b.name == name and all(_const(s, 0) for s in r.starts)
+            and all(isinstance(x, Const) and isinstance(n, Const) and int(x.value) == int(n.value)
+                    for x, n in zip(r.extents, b.shape)))
+
+
+def _whole_write(s, name: str) -> bool:
+    if isinstance(s, Copy):
+        return _whole(s.dst, name) and not _region_touches(s.src, name)
+    if isinstance(s, Fill):
+        return _whole(s.dst, name) and not _expr_reads(s.value, name)
+    if isinstance(s, Gemm):
+        return (s.clear_accum and _whole(s.c, name)
+                and not any(_region_touches(r, name) for r in (s.a, s.b)))
+    if isinstance(s, Reduce):
+        return s.clear and _whole(s.dst, name) and not _region_touches(s.src, name)
+    if isinstance(s, Cumsum):
+        return _whole(s.dst, name) and not _region_touches(s.src, name)
+    if isinstance(s, For):
+        return _nest_writes_all(s, name)
+    return False
+
+
+def _nest_writes_all(loop: For, name: str) -> bool:
+    """A nest `for v0 in [0, n0): ... for vk in [0, nk): ... buf[v0, ..., vk] = value`
+    over buf's whole shape, the store being the only statement that touches buf."""
+    loops, body = [loop], loop.body
+    while True:
+        inner = [s for s in body if _touches(s, name)]
+        if len(inner) != 1:
+            return False
+        s = inner[0]
+        if isinstance(s, For):
+            loops.append(s)
+            body = s.body
+            continue
+        break
+    if not isinstance(s, Store) or s.buffer.name != name or len(loops) != s.buffer.ndim:
+        return False
+    if _expr_reads(s.value, name) or any(_expr_reads(i, name) for i in s.indices):
+        return False
+    for lp, idx, n in zip(loops, s.indices, s.buffer.shape):
+        if not (isinstance(idx, Var) and idx.name == lp.var.name and _const(lp.start, 0)
+                and _const(lp.step, 1) and isinstance(n, Const) and isinstance(lp.stop, Const)
+                and int(lp.stop.value) == int(n.value)):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------ first touch
+
+
+def _first(body: tuple, name: str) -> str | None:
+    """_WRITE if every path writes all of the buffer before reading it, _READ if some
+    path may read it first (or the proof fails), None if nothing touches it."""
+    for k, s in enumerate(body):
+        if not _touches(s, name):
+            continue
+        if _whole_write(s, name):
+            return _WRITE
+        if isinstance(s, If):
+            t, e = _first(s.then_body, name), _first(s.else_body, name)
+            if _READ in (t, e):
+                return _READ
+            if t == e == _WRITE:
+                return _WRITE
+            return _READ if _first(body[k + 1:], name) == _READ else _WRITE
+        if isinstance(s, For) and not any(_expr_reads(x, name)
+                                          for x in (s.start, s.stop, s.step)):
+            if _first(s.body, name) != _WRITE:
+                return _READ
+            # every iteration writes it first; zero iterations leave it untouched
+            return _READ if _first(body[k + 1:], name) == _READ else _WRITE
+        return _READ
+    return None
