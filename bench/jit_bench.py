@@ -183,7 +183,11 @@ sys.path.insert(0, {root!r})
 from tilepy.kernels import gemm
 import tilepy.jit as jit
 f = gemm(64, 64, 32, "float32", "float32").func
-if {numba_first}:  # Numba's own start (import, CPU target, its scipy import) goes first
+if {numba_first}:  # Numba's own start (import, CPU target, its scipy import) goes first,
+    # as tilepy starts it: the target set up by precision/numba_target.py (a target built
+    # without it gets entries of its own in the disk cache: Numba keys them by features)
+    from tilepy.precision.numba_target import configure
+    configure()
     import numba
     numba.njit(lambda x: x + 1)(1)
 t1 = time.perf_counter()
