@@ -32,7 +32,7 @@ from tilepy.ir.stmt import (
     While,
 )
 from tilepy.ir.types import Scope, compute_dtype
-from tilepy.jit import atomics, initfill, versioning
+from tilepy.jit import atomics, guards, initfill, versioning
 from tilepy.jit.bounds import CheckedEmitter, Faults, var_ranges
 from tilepy.jit.faults import FAULT_COLS
 from tilepy.jit.gemm import emit_gemm
@@ -283,13 +283,18 @@ def _loop(em: Emitter, w: Writer, s: For) -> None:
             h = em.names.temp("h")
             w.line(f"{h} = {em.expr(ld)}  # read once: nothing in the loop writes it")
             em.hoisted[ld] = h
+    guarded = guards.narrowed(s, em.expr)
     var = em.bind_var(s.var)
     rng = f"range({start}, {stop}, {step})"
     if isinstance(s.step, Const) and int(s.step.value) == 1:
         rng = f"range({stop})" if start == "0" else f"range({start}, {stop})"
-    w.line(f"for {var} in {rng}:  # {s.kind}")
+    body, note = s.body, ""
+    if guarded is not None:  # the body's `if` on the loop variable as the range (guards.py)
+        rng, body = f"range({guarded[0]}, {guarded[1]})", guarded[2]
+        note = ", the if's range"
+    w.line(f"for {var} in {rng}:  # {s.kind}{note}")
     with w.indent():
-        _body(em, w, s.body)
+        _body(em, w, body)
     em.hoisted = saved
 
 
