@@ -50,37 +50,44 @@ _CLAMP2 = 300.0  # 2**-300 and 2**300 are 0 and inf in float32, as every x beyon
 
 
 @lru_cache(maxsize=None)
-def numba_math() -> dict:
-    """The njit helpers by name, for the numba tier's namespace (imports numba)."""
-    import numba
+def _fma_rint(bits: int):
+    """Numba intrinsics (fma, rint) of float`bits`: `a * b + c` rounded once
+    (llvm.fma) and x rounded to an integer, ties to even (llvm.rint)."""
     from llvmlite import ir as llvm_ir
     from numba import types
     from numba.core import cgutils
     from numba.extending import intrinsic
 
-    from tilepy.precision.codecs64 import bits_f64, f64_bits
+    ty, lty = (types.float32, llvm_ir.FloatType()) if bits == 32 else \
+        (types.float64, llvm_ir.DoubleType())
 
-    def _call(name: str, arity: int):
-        """codegen calling the float64 LLVM intrinsic `name`."""
+    def call(name: str, arity: int):
         def codegen(context, builder, signature, args):
-            d = llvm_ir.DoubleType()
             fn = cgutils.get_or_insert_function(
-                builder.module, llvm_ir.FunctionType(d, [d] * arity), name)
+                builder.module, llvm_ir.FunctionType(lty, [lty] * arity), name)
             return builder.call(fn, args)
 
         return codegen
 
-    f64 = types.float64
-
     @intrinsic
     def fma(typingctx, a, b, c):
-        """a * b + c, rounded once (llvm.fma.f64)."""
-        return f64(f64, f64, f64), _call("llvm.fma.f64", 3)
+        return ty(ty, ty, ty), call(f"llvm.fma.f{bits}", 3)
 
     @intrinsic
     def rint(typingctx, x):
-        """x rounded to an integer, ties to even (llvm.rint.f64)."""
-        return f64(f64), _call("llvm.rint.f64", 1)
+        return ty(ty), call(f"llvm.rint.f{bits}", 1)
+
+    return fma, rint
+
+
+@lru_cache(maxsize=None)
+def numba_math() -> dict:
+    """The njit helpers by name, for the numba tier's namespace (imports numba)."""
+    import numba
+
+    from tilepy.precision.codecs64 import bits_f64, f64_bits
+
+    fma, rint = _fma_rint(64)
 
     c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _C
     I52 = np.int64(52)
@@ -159,31 +166,10 @@ def fast_numba_math() -> dict:
     correctly rounded result, which is why only fast mode uses them. Fast mode assumes no
     NaN or infinity reaches its arithmetic (fast-math), so these do not test for NaN."""
     import numba
-    from llvmlite import ir as llvm_ir
-    from numba import types
-    from numba.core import cgutils
-    from numba.extending import intrinsic
 
     from tilepy.precision.codecs import bits_f32, f32_bits
 
-    f32 = types.float32
-
-    def _call(name: str, arity: int):
-        def codegen(context, builder, signature, args):
-            f = llvm_ir.FloatType()
-            fn = cgutils.get_or_insert_function(
-                builder.module, llvm_ir.FunctionType(f, [f] * arity), name)
-            return builder.call(fn, args)
-
-        return codegen
-
-    @intrinsic
-    def fma32(typingctx, a, b, c):
-        return f32(f32, f32, f32), _call("llvm.fma.f32", 3)
-
-    @intrinsic
-    def rint32(typingctx, x):
-        return f32(f32), _call("llvm.rint.f32", 1)
+    fma32, rint32 = _fma_rint(32)
 
     F = np.float32
     c2, c3, c4, c5, c6, c7 = (F(c) for c in _C32)
