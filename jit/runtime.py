@@ -33,22 +33,25 @@ def _min(a, b):
     return a if (a <= b or a != a) else b
 
 
+def _flip_negative(b: int, bits: int) -> int:
+    """b with every bit but the sign flipped when b is negative: float bits to order key
+    and back (the map is its own inverse)."""
+    return b ^ ((1 << (bits - 1)) - 1) if b < 0 else b
+
+
 def _order_key(x):
     """A signed integer of x's width whose order is x's float order: -0 sorts below +0,
     and NaNs sort beyond +-inf (by sign). (numba tier: an intrinsic, `_numba_helpers`.)"""
     f = np.asarray(x)
     it = np.int32 if f.dtype.itemsize == 4 else np.int64
-    b = int(f.view(it)[()])
-    return it(b ^ (-1 - (-1 << (f.dtype.itemsize * 8 - 1))) if b < 0 else b)
+    return it(_flip_negative(int(f.view(it)[()]), f.dtype.itemsize * 8))
 
 
 def _key_float(k, like):
-    """The float of `like`'s dtype whose `_order_key` is k (the map is its own inverse)."""
+    """The float of `like`'s dtype whose `_order_key` is k."""
     ft = np.asarray(like).dtype
     it = np.int32 if ft.itemsize == 4 else np.int64
-    b = int(k)
-    b = b ^ (-1 - (-1 << (ft.itemsize * 8 - 1))) if b < 0 else b
-    return np.asarray(b, dtype=it).view(ft)[()]
+    return np.asarray(_flip_negative(int(k), ft.itemsize * 8), dtype=it).view(ft)[()]
 
 
 def _extreme(v, init, want_max):
