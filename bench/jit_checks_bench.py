@@ -96,9 +96,9 @@ def guards_only():
 def build(func, ctx=None):
     """A compiled kernel, bypassing the memory cache (the variants share the PrimFunc)."""
     if ctx is None:
-        return compiler._build(func, False, "numba", True)
+        return compiler._build(func, False, "numba", True, False)
     with ctx():
-        return compiler._build(func, False, "numba", True)
+        return compiler._build(func, False, "numba", True, False)
 
 
 def interleave(fns: dict, rounds: int) -> dict:

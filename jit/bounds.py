@@ -191,6 +191,7 @@ class CheckedEmitter(Emitter):
     origin: dict = field(default_factory=dict)  # source text -> the IR expr it came from
     verified: set = field(default_factory=set)  # (buffer, indices) proven in range here
     verified_nest: bool = False  # inside a nest emitted by jit/versioning.py
+    fusion: dict = field(default_factory=dict)  # (id(body), start) -> jit/fusion.py Run
 
     @classmethod
     def inside(cls, em: Emitter, **kw) -> "CheckedEmitter":

@@ -75,7 +75,7 @@ def _region_touches(r: Region, name: str) -> bool:
     return r.buffer.name == name or any(_expr_reads(e, name) for e in r.starts + r.extents)
 
 
-def _touches(s, name: str) -> bool:
+def touches(s, name: str) -> bool:
     """Whether statement s (and what it contains) reads or writes buffer `name`."""
     for t in walk((s,)):
         if isinstance(t, Let) and _expr_reads(t.value, name):
@@ -145,7 +145,7 @@ def _nest_writes_all(loop: For, name: str) -> bool:
     over buf's whole shape, the store being the only statement that touches buf."""
     loops, body = [loop], loop.body
     while True:
-        inner = [s for s in body if _touches(s, name)]
+        inner = [s for s in body if touches(s, name)]
         if len(inner) != 1:
             return False
         s = inner[0]
@@ -173,7 +173,7 @@ def _first(body: tuple, name: str) -> str | None:
     """_WRITE if every path writes all of the buffer before reading it, _READ if some
     path may read it first (or the proof fails), None if nothing touches it."""
     for k, s in enumerate(body):
-        if not _touches(s, name):
+        if not touches(s, name):
             continue
         if _whole_write(s, name):
             return _WRITE

@@ -32,7 +32,7 @@ from tilepy.ir.stmt import (
     While,
 )
 from tilepy.ir.types import Scope, compute_dtype
-from tilepy.jit import atomics, guards, initfill, versioning
+from tilepy.jit import atomics, fusion, guards, initfill, versioning
 from tilepy.jit.bounds import CheckedEmitter, Faults, var_ranges
 from tilepy.jit.faults import FAULT_COLS
 from tilepy.jit.gemm import emit_gemm
@@ -58,9 +58,11 @@ _TILE = {Copy: emit_copy, Fill: emit_fill, Reduce: emit_reduce, Cumsum: emit_cum
          AtomicAdd: emit_atomic_add, Gemm: emit_gemm}
 
 
-def lower(func: PrimFunc, fast: bool = False) -> Lowered:
+def lower(func: PrimFunc, fast: bool = False, fuse: bool | None = None) -> Lowered:
+    """`fuse`: row fusion (jit/fusion.py); by default on in fast mode only."""
     names = Names()
-    em = Emitter(names, fast=fast, reviewed=initfill.reviewed(func.body))
+    em = Emitter(names, fast=fast, fuse=fast if fuse is None else fuse,
+                 reviewed=initfill.reviewed(func.body))
     w = Writer()
     entry = names.user("func", func.name)
     params = []
@@ -87,15 +89,55 @@ def _header(func: PrimFunc) -> str:
             '"""\n\n\n')
 
 
-def _body(em: Emitter, w: Writer, body) -> None:
+def _body(em: Emitter, w: Writer, body, fuse: bool = True) -> None:
     if not body:
         w.line("pass")
-    for k, s in enumerate(body):
+    runs = (getattr(em, "fusion", None) or {}) if fuse else {}
+    k = 0
+    while k < len(body):
+        s = body[k]
         em.loc = getattr(s, "loc", None)
+        run = runs.get((id(body), k))
+        if run is not None:
+            _fused(em, w, body, run)
+            k = run.stop
+            continue
         if isinstance(s, Alloc) and s.buffer.data is None and s.buffer.name not in em.reviewed:
             em.zero_fill = initfill.needs_zeros(body[k + 1:], s.buffer)
         _stmt(em, w, s)
         em.zero_fill = True
+        k += 1
+
+
+def _fused(em, w: Writer, body, run: fusion.Run) -> None:
+    """A fused run (jit/fusion.py) where its global tiles lie inside their arrays and the
+    arrays it reads and writes are apart; the statements as they are elsewhere."""
+    conds = []
+    for reg in run.regions:
+        g = em.ref(reg.buffer).name
+        for d, (st, ext) in enumerate(zip(reg.starts, reg.extents)):
+            x = em.expr(st)
+            conds += [f"{x} >= 0", f"{x} + {int(ext.value)} <= {g}.shape[{d}]"]
+    conds += [f"_apart({em.ref(a).name}, {em.ref(b).name})" for a, b in run.apart]
+    for loop in run.empty:  # a mask that selects nothing here
+        lo, hi, _ = guards.narrowed(loop, em.expr)
+        conds.append(f"{lo} >= {hi}")
+    for loop in run.full:  # a select that takes its first value in every column here
+        lo, hi, _ = guards.narrowed(loop, em.expr)
+        conds.append(f"{lo} <= 0 and {hi} >= {em.expr(loop.stop)}")
+    first, last = body[run.start].loc, body[run.stop - 1].loc
+    w.line(f"if {' and '.join(dict.fromkeys(conds)) or 'True'}:")
+    with w.indent():
+        lines = f"{first.line}-{last.line}" if first.line and last.line else "?"
+        w.comment(f"lines {lines} fused row by row (jit/fusion.py)", first)
+        saved = em.verified, em.verified_nest, dict(em.ranges)
+        em.verified, em.verified_nest = em.verified | run.verified, True
+        em.ranges.update(run.ranges)
+        _body(em, w, run.hoisted + (run.loop,))
+        em.verified, em.verified_nest, em.ranges = saved
+    w.line("else:")
+    with w.indent():
+        _body(em, w, body[run.start:run.stop], fuse=False)  # (may be `body` itself)
 
 
 def _stmt(em: Emitter, w: Writer, s) -> None:
@@ -156,7 +198,8 @@ def _launch(em: Emitter, w: Writer, s: Launch) -> None:
             bw.line(f"{py} = {np_name(v.dtype)}({blk}{div} % {g})")
             div += f" // {g}"
         bem = CheckedEmitter.inside(em, ranges=var_ranges(s.body, s.block_vars),
-                                    faults=faults, logs=plan.logs)
+                                    faults=faults, logs=plan.logs,
+                                    fusion=fusion.plan(s) if em.fuse else {})
         for log in plan.logs.values():
             bw.line(f"{log.n} = np.int64(0)")
         _body(bem, bw, s.body)

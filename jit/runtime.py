@@ -236,10 +236,17 @@ def _in4(a, i, j, k, l):
     return _in3(a, i, j, k) and 0 <= l < a.shape[3]
 
 
+def _apart(a, b):
+    """Whether two C-contiguous arrays share no byte (jit/fusion.py's alias test)."""
+    a0, b0 = np.uint64(a.ctypes.data), np.uint64(b.ctypes.data)
+    return a0 + np.uint64(a.nbytes) <= b0 or b0 + np.uint64(b.nbytes) <= a0
+
+
 HELPERS = {f.__name__: f for f in (
     _max, _min, _extreme, _floordiv, _mod, _shl, _shr, _log, _log2, _sqrt,
     _f2i, _f2i64, _f2u64, _clamp,
     _wrap_int4, _wrap_uint4, _f32_odd, _ld1, _ld2, _ld3, _ld4, _in1, _in2, _in3, _in4,
+    _apart,
 )}
 MAX_GUARDED_RANK = 4
 

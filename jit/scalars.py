@@ -71,6 +71,7 @@ class Emitter:
 
     names: Names
     fast: bool = False  # the opt-in fast mode (jit/fast.py)
+    fuse: bool = False  # row fusion of tile statements (jit/fusion.py; fast mode's default)
     bufs: dict[str, BufRef] = field(default_factory=dict)
     vars: dict[str, str] = field(default_factory=dict)
     codecs: set[tuple[str, str]] = field(default_factory=set)

@@ -90,8 +90,8 @@ def test_numba_failure_becomes_a_lowering_error(monkeypatch):
 
     real = comp.lower
 
-    def broken(func, fast=False):
-        low = real(func, fast=fast)
+    def broken(func, fast=False, fuse=None):
+        low = real(func, fast=fast, fuse=fuse)
         return type(low)(low.source.replace("np.int64(", "np.int64(None + "), low.entry,
                          low.args, low.codecs, low.blocks)
 

@@ -1,0 +1,734 @@
+"""Row fusion: a run of a block's tile statements that each work row by row on the same
+rows becomes one loop over the rows (fast mode).
+
+LayerNorm's block copies 8 rows of X into a tile, sums each row, squares, sums again,
+normalises and copies the rows out: seven passes over a 32 KB tile, each reading (and most
+writing) every element. Row fusion runs them as one loop over the rows, each row's
+statements in their order; in a row, adjacent element loops over the same columns merge
+into one loop; a tile element that a merged loop writes and then reads is passed in a
+local variable; a tile row that is still a copy of a global row is read from the global.
+A tile nobody reads any more is not written at all. LayerNorm's passes become three
+loops over a row of X (sum; squared deviations; normalise into Y), as a hand-written
+kernel would do it.
+
+A run is a sequence of consecutive statements of a block body (or of an `if` branch
+directly inside it; not inside loops), each one of:
+- a `T.Parallel(R)` loop of lets and stores, or `T.Parallel(R, C)` whose body holds lets,
+  stores and `if`s (no loops);
+- a copy between a whole R x C block-local tile and a tile of the same dtype (block-local
+  or a global region), or between two whole R-vectors;
+- a fill of a whole R x C tile or R-vector;
+- a reduce along dim 1 of a whole R x C tile into a whole R-vector: sums merge into
+  element loops, max and min stay whole-row reduces (jit/tiles.py's vectorised `_extreme`);
+- a copy or fill that touches no row-indexed buffer and nothing the run writes earlier
+  (layernorm's `T.copy(gamma, g)`): it runs before the row loop.
+Every access to a block-local buffer with R rows must index row `i` (the statement's row),
+other block-local buffers are only read, globals are only reached through copies, no
+global is both read and written, and the block-local buffers are not re-views.
+
+Why the result is the same: each row's statements run in their order, on that row only,
+and rows share nothing, so interleaving rows changes no value. Merged loops keep each
+element's statements in order and touch only their own element (element loops whose
+row tiles are indexed `[i, j]` exactly, without `if`s), and a sum keeps its order (k
+ascending from its start). The fused form therefore gives the same bits; tests run it in
+exact mode against the interpreter (`lower(..., fuse=True)`). It only runs when every
+global tile of the run lies inside its array (no edge tile: the defined edge behaviour is
+the copies') and the arrays read do not overlap the arrays written; otherwise the block
+takes the unfused statements, emitted next to it. Fast mode uses it by default; exact
+mode does not, because one row at a time serialises the sums that the exact path
+interleaves over 2-16 rows (jit/tiles.py), which is slower there.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
+from tilepy.ir.ops import Op
+from tilepy.ir.stmt import (
+    Alloc,
+    Copy,
+    Fill,
+    For,
+    ForKind,
+    If,
+    Launch,
+    Let,
+    Reduce,
+    ReduceKind,
+    Store,
+)
+from tilepy.ir.types import Scope, compute_dtype, int32
+from tilepy.jit.guards import narrowed
+from tilepy.jit.initfill import reviewed, touches
+
+_PLAIN = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+          "uint32", "uint64")
+_SUMS = (ReduceKind.SUM, ReduceKind.ABSSUM)
+_ids = itertools.count()
+
+
+# ------------------------------------------------------------------ what a run is
+
+
+@dataclass
+class Elem:
+    """One row's element loop `for j in range(cols)`, with statements before and after it
+    (a sum's start and its store)."""
+
+    cols: int
+    j: Var
+    body: list
+    pre: list = field(default_factory=list)
+    post: list = field(default_factory=list)
+    elementwise: bool = True  # row tiles indexed [r, j] only, no ifs: may merge
+
+
+@dataclass
+class Rowwise:
+    """One row's statements without an element loop (per-row scalars, a row's max)."""
+
+    stmts: list
+
+
+@dataclass
+class Empty:
+    """A row's `for j: if j CMP e: ...` (a ragged-edge mask, jit/guards.py) that the fused
+    form drops: it runs only where the guard's range is empty (e free of the row)."""
+
+    loop: For
+
+
+@dataclass
+class Run:
+    """A fused run of body[start:stop]: `hoisted` runs first, then `loop`; only when the
+    global regions lie inside their arrays and the pairs in `apart` do not overlap."""
+
+    start: int
+    stop: int
+    hoisted: tuple
+    loop: For
+    regions: list  # global Regions (rank 2) that must lie inside their arrays
+    apart: list  # (read, written) global Buffers that must not overlap
+    empty: list  # guarded loops (jit/guards.py) whose ranges must be empty
+    full: list  # guarded loops whose ranges must be the whole loop (selects taken as true)
+    verified: set  # (buffer, indices) of global element accesses the regions prove
+    ranges: dict  # fresh variable name -> (lo, hi)
+
+
+# ------------------------------------------------------------------ expressions
+
+
+def _subst(e, m: dict):
+    """e with variables renamed (m: name -> Expr), loads mapped through m['@load'] and
+    calls through m['@call'] (each after its operands)."""
+    if isinstance(e, Var):
+        return m.get(e.name, e)
+    if isinstance(e, Load):
+        out = Load(e.buffer, tuple(_subst(i, m) for i in e.indices))
+        f = m.get("@load")
+        return f(out) if f is not None else out
+    if isinstance(e, Call):
+        out = Call(e.op, tuple(_subst(a, m) for a in e.args), e.dtype, e.loc)
+        f = m.get("@call")
+        return f(out) if f is not None else out
+    return e
+
+
+def _subst_stmt(s, m: dict):
+    if isinstance(s, Let):
+        return Let(s.var, _subst(s.value, m), s.loc)
+    if isinstance(s, Store):
+        return Store(s.buffer, tuple(_subst(i, m) for i in s.indices), _subst(s.value, m),
+                     s.loc)
+    if isinstance(s, If):
+        return If(_subst(s.cond, m), tuple(_subst_stmt(t, m) for t in s.then_body),
+                  tuple(_subst_stmt(t, m) for t in s.else_body), s.loc)
+    raise AssertionError(type(s))
+
+
+def _loads(e):
+    if isinstance(e, Load):
+        yield e
+        for i in e.indices:
+            yield from _loads(i)
+    elif isinstance(e, Call):
+        for a in e.args:
+            yield from _loads(a)
+
+
+def _stmt_loads(s):
+    """Every Load a Let/Store/If (and its branches) evaluates."""
+    if isinstance(s, Let):
+        yield from _loads(s.value)
+    elif isinstance(s, Store):
+        for i in s.indices:
+            yield from _loads(i)
+        yield from _loads(s.value)
+    elif isinstance(s, If):
+        yield from _loads(s.cond)
+        for t in s.then_body + s.else_body:
+            yield from _stmt_loads(t)
+    elif isinstance(s, Reduce):
+        for r in (s.src, s.dst):
+            yield Load(r.buffer, r.starts)
+
+
+def _deep_loads(s):
+    """_stmt_loads through element loops too."""
+    if isinstance(s, For):
+        for t in s.body:
+            yield from _deep_loads(t)
+    elif not isinstance(s, Alloc):
+        yield from _stmt_loads(s)
+
+
+def _deep_stores(s):
+    if isinstance(s, For):
+        for t in s.body:
+            yield from _deep_stores(t)
+    elif not isinstance(s, Alloc):
+        yield from _stmt_stores(s)
+
+
+def _stmt_stores(s):
+    """(buffer, indices) of every store a statement makes (a row reduce: its dst row)."""
+    if isinstance(s, Store):
+        yield s.buffer, s.indices
+    elif isinstance(s, If):
+        for t in s.then_body + s.else_body:
+            yield from _stmt_stores(t)
+    elif isinstance(s, Reduce):
+        yield s.dst.buffer, s.dst.starts
+
+
+def _index(*parts) -> object:
+    """int32 sum of index parts (Const 0 dropped)."""
+    parts = [p for p in parts if not (isinstance(p, Const) and int(p.value) == 0)]
+    if not parts:
+        return Const(0, int32)
+    out = parts[0]
+    for p in parts[1:]:
+        out = Call(Op.ADD, (out, p), int32)
+    return out
+
+
+def _fresh(kind: str) -> str:
+    return f"fuse.{kind}{next(_ids)}"  # '.' keeps it apart from every user name
+
+
+# ------------------------------------------------------------------ statements -> items
+
+
+def _static(e) -> int | None:
+    return int(e.value) if isinstance(e, Const) else None
+
+
+def _local(b: Buffer) -> bool:
+    return b.scope not in (Scope.GLOBAL, Scope.VAR) and b.data is None and b.ndim > 0
+
+
+def _whole(r: Region) -> bool:
+    return (_local(r.buffer) and all(_static(s) == 0 for s in r.starts)
+            and all(_static(x) is not None and _static(x) == _static(n)
+                    for x, n in zip(r.extents, r.buffer.shape)))
+
+
+def _plain(b: Buffer) -> bool:
+    return b.dtype.name in _PLAIN and compute_dtype(b.dtype).name == b.dtype.name
+
+
+def _no_loads(e) -> bool:
+    return next(_loads(e), None) is None
+
+
+class _Items:
+    """Turns the statements of a candidate run into row items, checking what each form
+    needs; `None` from `of` ends the run there."""
+
+    def __init__(self):
+        self.rows: int | None = None
+        self.r = Var(_fresh("r"), int32)
+        self.regions: list[Region] = []  # global regions of the copies
+        self.accs: list[Buffer] = []
+        self.ranges: dict = {}
+        self.gread: set = set()
+        self.full: list = []
+        self.gwritten: set = set()
+
+    def _rows(self, n: int | None) -> bool:
+        if n is None or n < 1:
+            return False
+        if self.rows is None:
+            self.rows = n
+            self.ranges[self.r.name] = (0, n - 1)
+        return self.rows == n
+
+    def _j(self, cols: int) -> Var:
+        j = Var(_fresh("j"), int32)
+        self.ranges[j.name] = (0, cols - 1)
+        return j
+
+    def of(self, s):
+        if isinstance(s, For):
+            return self._parallel(s)
+        if isinstance(s, Copy):
+            return self._copy(s)
+        if isinstance(s, Fill):
+            return self._fill(s)
+        if isinstance(s, Reduce):
+            return self._reduce(s)
+        return None
+
+    def _parallel(self, s: For):
+        if (s.kind is not ForKind.PARALLEL or _static(s.start) != 0 or _static(s.step) != 1
+                or not self._rows(_static(s.stop))):
+            return None
+        m = {s.var.name: self.r}
+        if all(isinstance(t, (Let, Store)) for t in s.body):
+            return Rowwise([_subst_stmt(t, m) for t in s.body])
+        if len(s.body) != 1 or not isinstance(s.body[0], For):
+            return None
+        inner = s.body[0]
+        cols = _static(inner.stop)
+        if (inner.kind is not ForKind.PARALLEL or _static(inner.start) != 0
+                or _static(inner.step) != 1 or cols is None or cols < 1
+                or not all(_flat(t) for t in inner.body)):
+            return None
+        j = self._j(cols)
+        body = [_subst_stmt(t, {**m, inner.var.name: j}) for t in inner.body]
+        loop = For(j, inner.start, inner.stop, inner.step, ForKind.SERIAL, tuple(body))
+        if narrowed(loop, str) is not None and not _mentions(body[0].cond, self.r.name):
+            return Empty(loop)
+        body = [_subst_stmt(t, {"@call": lambda c, j=j: self._select(c, j, cols)}) for t in body]
+        return Elem(cols, j, body, elementwise=not any(isinstance(t, If) for t in body))
+
+    def _select(self, c: Call, j: Var, cols: int):
+        """`select(j CMP e, a, b)` as `a`, where the fused form runs only when the
+        condition holds for every column (edge tiles take the unfused statements)."""
+        if c.op is not Op.SELECT or _mentions(c.args[0], self.r.name):
+            return c
+        probe = For(j, Const(0, int32), Const(cols, int32), Const(1, int32), ForKind.SERIAL,
+                    (If(c.args[0], ()),))
+        if narrowed(probe, str) is None:
+            return c
+        self.full.append(probe)
+        return c.args[1]
+
+    def _side(self, reg: Region, j: Var, read: bool):
+        """The element [r, j] of a copy's side: (buffer, indices), or None."""
+        b = reg.buffer
+        if _whole(reg):
+            return b, (self.r, j)
+        if b.scope is not Scope.GLOBAL or b.ndim != 2 or not all(_no_loads(x) for x in reg.starts):
+            return None
+        self.regions.append(reg)
+        (self.gread if read else self.gwritten).add(b)
+        idx = (_index(reg.starts[0], self.r), _index(reg.starts[1], j))
+        return b, idx
+
+    def _copy(self, s: Copy):
+        src, dst = s.src, s.dst
+        if src.buffer.dtype != dst.buffer.dtype or not _plain(src.buffer):
+            return None
+        ext = src.static_extents()
+        if ext is None or ext != dst.static_extents():
+            return None
+        if len(ext) == 1 and _whole(src) and _whole(dst) and self._rows(ext[0]):
+            return Rowwise([Store(dst.buffer, (self.r,), Load(src.buffer, (self.r,)), s.loc)])
+        if (len(ext) != 2 or not (_whole(src) or _whole(dst)) or not self._rows(ext[0])
+                or src.buffer.ndim != 2 or dst.buffer.ndim != 2):
+            return None
+        j = self._j(ext[1])
+        a, b = self._side(src, j, True), self._side(dst, j, False)
+        if a is None or b is None:
+            return None
+        return Elem(ext[1], j, [Store(b[0], b[1], Load(a[0], a[1]), s.loc)])
+
+    def _fill(self, s: Fill):
+        d = s.dst
+        if not _whole(d) or not _no_loads(s.value):
+            return None
+        shape = d.static_extents()
+        if len(shape) == 1 and self._rows(shape[0]):
+            return Rowwise([Store(d.buffer, (self.r,), s.value, s.loc)])
+        if len(shape) == 2 and self._rows(shape[0]):
+            j = self._j(shape[1])
+            return Elem(shape[1], j, [Store(d.buffer, (self.r, j), s.value, s.loc)])
+        return None
+
+    def _reduce(self, s: Reduce):
+        src, dst = s.src, s.dst
+        if (s.dim != 1 or not _whole(src) or not _whole(dst) or src.buffer.ndim != 2
+                or dst.buffer.ndim != 1 or not self._rows(src.static_extents()[0])
+                or dst.static_extents()[0] != self.rows):
+            return None
+        cols = src.static_extents()[1]
+        dt = dst.buffer.dtype
+        if s.kind not in _SUMS or src.buffer.dtype != dt or dt.name not in ("float32", "float64"):
+            row = Reduce(s.kind, Region(src.buffer, (self.r, Const(0, int32)),
+                                        (Const(1, int32), Const(cols, int32))),
+                         Region(dst.buffer, (self.r,), (Const(1, int32),)), 1, s.clear, s.loc)
+            return Rowwise([row])
+        acc = Buffer(_fresh("acc"), (), dt, Scope.VAR)
+        self.accs.append(acc)
+        j = self._j(cols)
+        x = Load(src.buffer, (self.r, j))
+        if s.kind is ReduceKind.ABSSUM:
+            x = Call(Op.ABS, (x,), dt)
+        start = Const(0.0, dt) if s.clear else Load(dst.buffer, (self.r,))
+        return Elem(cols, j, [Store(acc, (), Call(Op.ADD, (Load(acc, ()), x), dt), s.loc)],
+                    pre=[Store(acc, (), start, s.loc)],
+                    post=[Store(dst.buffer, (self.r,), Load(acc, ()), s.loc)])
+
+
+def _mentions(e, name: str) -> bool:
+    if isinstance(e, Var):
+        return e.name == name
+    if isinstance(e, Load):
+        return any(_mentions(i, name) for i in e.indices)
+    return isinstance(e, Call) and any(_mentions(a, name) for a in e.args)
+
+
+def _flat(s) -> bool:
+    """A let, a store, or an if of them (no loops)."""
+    if isinstance(s, (Let, Store)):
+        return True
+    return isinstance(s, If) and all(_flat(t) for t in s.then_body + s.else_body)
+
+
+def _hoistable(s, earlier: list) -> bool:
+    """A copy or fill into a block-local buffer that no row item indexes, reading nothing
+    the run's earlier items write and writing nothing they touch: it may run first."""
+    if not isinstance(s, (Copy, Fill)) or not _local(s.dst.buffer):
+        return False
+    if isinstance(s, Copy) and s.src.buffer.scope is not Scope.GLOBAL and not _local(s.src.buffer):
+        return False
+    written = {b.name for it in earlier for st in _item_stmts(it) for b, _ in _stmt_stores(st)}
+    read = {ld.buffer.name for it in earlier for st in _item_stmts(it) for ld in _stmt_loads(st)}
+    src = {s.src.buffer.name} if isinstance(s, Copy) else set()
+    src |= {ld.buffer.name for r in ([s.src, s.dst] if isinstance(s, Copy) else [s.dst])
+            for e in r.starts + r.extents for ld in _loads(e)}
+    return not (src & written) and s.dst.buffer.name not in written | read
+
+
+def _item_stmts(it) -> list:
+    return it.pre + it.body + it.post if isinstance(it, Elem) else it.stmts
+
+
+# ------------------------------------------------------------------ checks and rewriting
+
+
+def _check(items: list, r: Var, gread: set, gwritten: set, views: set) -> set | None:
+    """The row-indexed local buffers, if the items keep to rows (else None); marks element
+    loops that index other than [r, j] as not element-wise."""
+    rowset: set[str] = set()
+    for it in items:
+        for st in _item_stmts(it):
+            for ld in _stmt_loads(st):
+                if _local(ld.buffer) and ld.indices and ld.indices[0] == r:
+                    rowset.add(ld.buffer.name)
+            for b, idx in _stmt_stores(st):
+                if _local(b) and idx and idx[0] == r:
+                    rowset.add(b.name)
+    for it in items:
+        for st in _item_stmts(it):
+            accesses = [(ld.buffer, ld.indices, False) for ld in _stmt_loads(st)]
+            accesses += [(b, idx, True) for b, idx in _stmt_stores(st)]
+            for b, idx, store in accesses:
+                if b.scope is Scope.GLOBAL:
+                    if b not in gread | gwritten:
+                        return None  # a global outside the copies
+                    continue
+                if b.scope is Scope.VAR or b.ndim == 0:
+                    if store and not b.name.startswith("fuse."):
+                        return None  # a T.alloc_var written per row
+                    continue
+                if b.data is not None or b.name in views:
+                    return None  # shares storage with another buffer
+                if b.name in rowset:
+                    if not idx or idx[0] != r:
+                        return None
+                    if isinstance(it, Elem):
+                        if b.ndim == 1 and store and st in it.body:
+                            return None  # a per-row value written per element
+                        if b.ndim == 2 and idx[1:] != (it.j,):
+                            it.elementwise = False
+                elif store:
+                    return None  # a shared buffer written row by row
+    if gread & gwritten:
+        return None
+    return rowset
+
+
+def _merge(items: list) -> list:
+    """Adjacent element-wise loops over the same columns, as one loop."""
+    out: list = []
+    for it in items:
+        prev = out[-1] if out else None
+        if (isinstance(it, Elem) and isinstance(prev, Elem) and prev.elementwise
+                and it.elementwise and prev.cols == it.cols and _independent(prev, it)):
+            m = {it.j.name: prev.j}
+            prev.body += [_subst_stmt(s, m) for s in it.body]
+            prev.pre += it.pre
+            prev.post += [_subst_stmt(s, m) for s in it.post]
+            continue
+        out.append(it)
+    return out
+
+
+def _independent(a: Elem, b: Elem) -> bool:
+    """b's start reads nothing a writes, and b's loop touches nothing a's post writes
+    (a's post then runs after b's loop, b's start before a's loop)."""
+    a_writes = {x.name for s in a.body + a.post for x, _ in _stmt_stores(s)}
+    b_pre = {ld.buffer.name for s in b.pre for ld in _stmt_loads(s)}
+    post = {x.name for s in a.post for x, _ in _stmt_stores(s)}
+    b_reads = {ld.buffer.name for s in b.body + b.post for ld in _stmt_loads(s)}
+    b_writes = {x.name for s in b.body + b.post for x, _ in _stmt_stores(s)}
+    return not (b_pre & a_writes) and not ((b_reads | b_writes) & post)
+
+
+def _rewrite(items: list, r: Var, rowset: set) -> None:
+    """Forward copies of global rows to their loads, pass values stored and re-read in one
+    loop in variables (in place)."""
+    copy_of: dict[str, tuple] = {}  # row tile -> (global, row start, col start)
+    for it in items:
+        if not isinstance(it, Elem):
+            it.stmts = [_row_source(st, copy_of, r) for st in it.stmts]
+            for st in it.stmts:
+                for b, _ in _stmt_stores(st):
+                    copy_of.pop(b.name, None)
+            continue
+        cur: dict[str, Var] = {}
+        body = []
+        for st in it.body:
+            stored = {b.name for b, _ in _stmt_stores(st)} if isinstance(st, If) else set()
+
+            def load(ld: Load, cur=cur, it=it, stored=stored):
+                if (ld.buffer.name in rowset and ld.buffer.ndim == 2 and ld.indices == (r, it.j)
+                        and ld.buffer.name not in stored):
+                    if ld.buffer.name in cur:
+                        return cur[ld.buffer.name]
+                    src = copy_of.get(ld.buffer.name)
+                    if src is not None and it.cols == _static(ld.buffer.shape[1]):
+                        g, s0, s1 = src
+                        return Load(g, (_index(s0, r), _index(s1, it.j)))
+                return ld
+
+            st = _subst_stmt(st, {"@load": load})
+            if isinstance(st, Store) and st.buffer.name in rowset and st.buffer.ndim == 2:
+                name = st.buffer.name
+                if st.indices == (r, it.j) and st.value.dtype == st.buffer.dtype:
+                    v = Var(_fresh("v"), st.value.dtype)
+                    body += [Let(v, st.value, st.loc), Store(st.buffer, st.indices, v, st.loc)]
+                    cur[name] = v
+                    copy_of.pop(name, None)
+                    src = _global_row(st.value, r, it.j)
+                    if src is not None and it.cols == _static(st.buffer.shape[1]):
+                        copy_of[name] = src
+                    continue
+                cur.pop(name, None)
+                copy_of.pop(name, None)
+            elif isinstance(st, If):
+                for b, _ in _stmt_stores(st):
+                    cur.pop(b.name, None)
+                    copy_of.pop(b.name, None)
+            body.append(st)
+        it.body = body
+
+
+def _row_source(st, copy_of: dict, r: Var):
+    """A row reduce of a tile row that is still a copy of a global row, reading the
+    global row instead (jit/tiles.py's `_extreme` then reads it in place)."""
+    if not isinstance(st, Reduce) or st.src.buffer.name not in copy_of:
+        return st
+    g, s0, s1 = copy_of[st.src.buffer.name]
+    cols = st.src.extents[1]
+    if _static(cols) != _static(st.src.buffer.shape[1]):
+        return st
+    src = Region(g, (_index(s0, r), _index(s1)), st.src.extents)
+    return Reduce(st.kind, src, st.dst, st.dim, st.clear, st.loc)
+
+
+def _global_row(v, r: Var, j: Var):
+    """(global, row start, col start) when v loads G[s0 + r, s1 + j]."""
+    if not isinstance(v, Load) or v.buffer.scope is not Scope.GLOBAL or len(v.indices) != 2:
+        return None
+
+    def split(e, var):
+        if e == var:
+            return Const(0, int32)
+        if isinstance(e, Call) and e.op is Op.ADD and e.args[1] == var:
+            return e.args[0]
+        return None
+
+    s0, s1 = split(v.indices[0], r), split(v.indices[1], j)
+    return None if s0 is None or s1 is None else (v.buffer, s0, s1)
+
+
+def _drop_dead(items: list, rowset: set, live: set) -> bool:
+    """Remove the stores into row tiles whose values nothing reads: walking back from the
+    end, a tile row is needed when a later item reads it before writing all of it, or
+    when it is read after the run (`live`). In an element-wise loop a read later in the
+    body was given the stored value by _rewrite, and a read before the store sees the
+    element as it was (other iterations touch other elements); a read left in any other
+    loop keeps that loop's stores. Whether any store went."""
+    needed = set(live)
+    dropped = False
+    for it in reversed(items):
+        reads = {ld.buffer.name for st in _item_stmts(it) for ld in _stmt_loads(st)}
+        kills: set = set()
+        if isinstance(it, Elem):
+            seen = needed if it.elementwise else needed | reads
+            keep = [s for s in it.body
+                    if not (isinstance(s, Store) and s.buffer.ndim == 2
+                            and s.buffer.name in rowset and s.buffer.name not in seen)]
+            dropped |= len(keep) != len(it.body)
+            # every element of the row, unconditionally, before any read of the old row
+            kills = {s.buffer.name for s in it.body if isinstance(s, Store)
+                     and s.buffer.ndim == 2 and s.buffer.name in rowset
+                     and s.indices == (s.indices[0], it.j)
+                     and it.cols == _static(s.buffer.shape[1])
+                     and (it.elementwise or s.buffer.name not in reads)}
+            it.body = keep
+        needed = (needed - kills) | reads
+    return dropped
+
+
+def _prune(items: list) -> list:
+    """Element loops without the lets nothing uses, and without loops left with nothing."""
+    out = []
+    for it in items:
+        if isinstance(it, Elem):
+            used: set = set()
+            body = []
+            for st in reversed(it.body):
+                if isinstance(st, Let) and st.var.name not in used:
+                    continue
+                body.append(st)
+                used |= _vars(st)
+            it.body = body[::-1]
+            if not it.body and not it.pre and not it.post:
+                continue
+        out.append(it)
+    return out
+
+
+def _vars(s) -> set:
+    """Names of the variables a let/store/if reads."""
+    out: set = set()
+
+    def visit(e):
+        if isinstance(e, Var):
+            out.add(e.name)
+        elif isinstance(e, Load):
+            for i in e.indices:
+                visit(i)
+        elif isinstance(e, Call):
+            for a in e.args:
+                visit(a)
+
+    if isinstance(s, Let):
+        visit(s.value)
+    elif isinstance(s, Store):
+        for i in s.indices:
+            visit(i)
+        visit(s.value)
+    elif isinstance(s, If):
+        visit(s.cond)
+        for t in s.then_body + s.else_body:
+            out |= _vars(t)
+    return out
+
+
+# ------------------------------------------------------------------ planning
+
+
+def plan(launch: Launch) -> dict:
+    """(id(body), start) -> Run for every run worth fusing in a launch's block body."""
+    out: dict = {}
+    _plan_body(launch.body, (), out, reviewed(launch.body))
+    return out
+
+
+def _plan_body(body: tuple, rest: tuple, out: dict, views: set) -> None:
+    k = 0
+    while k < len(body):
+        s = body[k]
+        if isinstance(s, If):
+            after = body[k + 1:] + rest
+            _plan_body(s.then_body, after, out, views)
+            _plan_body(s.else_body, after, out, views)
+        run = _try(body, k, rest, views)
+        if run is None:
+            k += 1
+            continue
+        out[(id(body), k)] = run
+        k = run.stop
+
+
+def _try(body: tuple, start: int, rest_after: tuple, views: set) -> Run | None:
+    """The longest run from body[start] that is worth fusing, or None; `rest_after`: what
+    runs after `body` (for which tiles are still read later)."""
+    b = _Items()
+    items: list = []
+    hoist: list = []
+    empty: list = []
+    stop = start
+    for s in body[start:]:
+        it = b.of(s)
+        if isinstance(it, Empty):
+            empty.append(it.loop)
+            stop += 1
+            continue
+        if it is None:
+            if items and _hoistable(s, items):
+                hoist.append(s)
+                stop += 1
+                continue
+            break
+        items.append(it)
+        stop += 1
+    while stop > start and hoist and body[stop - 1] is hoist[-1]:
+        hoist.pop()  # a trailing hoisted statement simply stays after the run
+        stop -= 1
+    rows = len(items) + len(empty)
+    if rows < 2:
+        return None
+    for s in hoist:
+        if isinstance(s, Copy) and s.src.buffer.scope is Scope.GLOBAL:
+            b.gread.add(s.src.buffer)
+    rowset = _check(items, b.r, b.gread, b.gwritten, views)
+    if rowset is None:
+        return None
+    rest = body[stop:] + rest_after
+    live = {n for n in rowset if any(touches(t, n) for t in rest)}
+    n_loops = sum(isinstance(it, Elem) for it in items)
+    items = _merge(items)
+    _rewrite(items, b.r, rowset)
+    dropped = _drop_dead(items, rowset, live)
+    items = _prune(items)
+    if sum(isinstance(it, Elem) for it in items) == n_loops and not dropped:
+        return None  # nothing merged, nothing dropped: the unfused code is as good
+    stmts: list = [Alloc(a) for a in b.accs]
+    for it in items:
+        if isinstance(it, Elem):
+            stmts += it.pre
+            stmts.append(For(it.j, Const(0, int32), Const(it.cols, int32), Const(1, int32),
+                             ForKind.SERIAL, tuple(it.body)))
+            stmts += it.post
+        else:
+            stmts += it.stmts
+    loop = For(b.r, Const(0, int32), Const(b.rows, int32), Const(1, int32), ForKind.SERIAL,
+               tuple(stmts), loc=body[start].loc)
+    # every global access left is a copy's element or a forwarded one, [s0 + r, s1 + j]
+    # with r, j inside the tile: inside the array wherever the regions are
+    verified = {(ld.buffer, ld.indices) for st in stmts for ld in _deep_loads(st)
+                if ld.buffer.scope is Scope.GLOBAL}
+    verified |= {(x, idx) for st in stmts for x, idx in _deep_stores(st)
+                 if x.scope is Scope.GLOBAL}
+    apart = [(g, h) for g in sorted(b.gread, key=lambda x: x.name)
+             for h in sorted(b.gwritten, key=lambda x: x.name)]
+    return Run(start, stop, tuple(hoist), loop, b.regions, apart, empty, b.full, verified,
+               b.ranges)
