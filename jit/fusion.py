@@ -11,8 +11,9 @@ A tile nobody reads any more is not written at all. LayerNorm's passes become th
 loops over a row of X (sum; squared deviations; normalise into Y), as a hand-written
 kernel would do it.
 
-A run is a sequence of consecutive statements of a block body (or of an `if` branch
-directly inside it; not inside loops), each one of:
+A run is a sequence of consecutive statements of a block body, or of the body of an `if`
+or a serial loop inside it (tile rows read after the run, by what follows or by the loop's
+next iteration, keep their stores: jit/initfill.py's first-touch analysis), each one of:
 - a `T.Parallel(R)` loop of lets and stores, or `T.Parallel(R, C)` whose body holds lets,
   stores and `if`s (no loops);
 - a copy between a whole R x C block-local tile and a tile of the same dtype (block-local
@@ -58,10 +59,11 @@ from tilepy.ir.stmt import (
     Reduce,
     ReduceKind,
     Store,
+    While,
 )
 from tilepy.ir.types import Scope, compute_dtype, int32
 from tilepy.jit.guards import narrowed
-from tilepy.jit.initfill import reviewed, touches
+from tilepy.jit.initfill import needs_zeros, reviewed
 
 _PLAIN = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
           "uint32", "uint64")
@@ -653,6 +655,8 @@ def plan(launch: Launch) -> dict:
 
 
 def _plan_body(body: tuple, rest: tuple, out: dict, views: set) -> None:
+    """Runs in `body` and in the bodies of its ifs and serial loops; `rest`: what may run
+    after `body` (a loop's body may run again: `if <again>: body`, then what follows)."""
     k = 0
     while k < len(body):
         s = body[k]
@@ -660,6 +664,9 @@ def _plan_body(body: tuple, rest: tuple, out: dict, views: set) -> None:
             after = body[k + 1:] + rest
             _plan_body(s.then_body, after, out, views)
             _plan_body(s.else_body, after, out, views)
+        elif isinstance(s, While) or (isinstance(s, For) and s.kind is not ForKind.PARALLEL):
+            again = If(Var("fuse.again", int32), s.body)
+            _plan_body(s.body, (again,) + body[k + 1:] + rest, out, views)
         run = _try(body, k, rest, views)
         if run is None:
             k += 1
@@ -703,7 +710,10 @@ def _try(body: tuple, start: int, rest_after: tuple, views: set) -> Run | None:
     if rowset is None:
         return None
     rest = body[stop:] + rest_after
-    live = {n for n in rowset if any(touches(t, n) for t in rest)}
+    bufs = {ld.buffer.name: ld.buffer for it in items for st in _item_stmts(it)
+            for ld in _stmt_loads(st)}
+    bufs.update({x.name: x for it in items for st in _item_stmts(it) for x, _ in _stmt_stores(st)})
+    live = {n for n in rowset if needs_zeros(rest, bufs[n])}  # read before all rewritten
     n_loops = sum(isinstance(it, Elem) for it in items)
     items = _merge(items)
     _rewrite(items, b.r, rowset)

@@ -39,12 +39,15 @@ def _agree(func, arrays: dict, sizes: dict, out: str = "Y") -> None:
     assert_same_bits(a[out], b[out], f"{func.name} {sizes}")
 
 
-def _run(func):
-    """The one fused run of a kernel's launch."""
+def _runs(func) -> list:
+    """The fused runs of a kernel's launch, in program order."""
     launch = next(s for s in func.body if isinstance(s, Launch))
-    runs = list(fusion.plan(launch).values())
-    assert len(runs) == 1
-    return runs[0]
+    return sorted(fusion.plan(launch).values(), key=lambda r: r.loop.loc.line)
+
+
+def _run(func):
+    """The first fused run (the one-tile path of the library kernels)."""
+    return _runs(func)[0]
 
 
 def _stores(loop: For) -> set:
@@ -248,3 +251,49 @@ def test_masks_on_their_own_size_keep_the_interpreters_bits(kind):
     x = rng.standard_normal((8, 32)).astype(np.float32)
     for L in (0, 5, 31, 32, 40):
         _agree(func, {"X": x, "Y": np.zeros((8, 32), np.float32)}, {"M": 8, "N": 32, "L": L})
+
+
+@tilepy.jit(out_idx=[-1])
+def _carried():
+    """A run inside a serial loop: `acc` is read again only by the next iteration (its
+    stores must stay), `t` is copied anew each iteration (its store goes)."""
+    M, N = T.symbolic("M"), T.symbolic("N")
+
+    @T.prim_func
+    def carried(X: T.Tensor((M, N), F), S: T.Tensor((M,), F)):
+        with T.Kernel(T.ceildiv(M, 4)) as bx:
+            t = T.alloc_fragment((4, 32), F)
+            acc = T.alloc_fragment((4, 32), F)
+            s = T.alloc_fragment((4,), F)
+            T.clear(acc)
+            T.clear(s)
+            for k in T.serial(T.ceildiv(N, 32)):
+                T.copy(X[bx * 4, k * 32], t)
+                for i, j in T.Parallel(4, 32):
+                    acc[i, j] = acc[i, j] * 0.5 + t[i, j]
+                T.reduce_sum(acc, s, dim=1, clear=False)
+            T.copy(s, S[bx * 4])
+
+    return carried
+
+
+def test_runs_in_loops_keep_what_the_next_iteration_reads():
+    func = _carried().func
+    runs = _runs(func)
+    assert len(runs) == 1
+    stores = _stores(runs[0].loop)
+    assert "acc" in stores and "t" not in stores
+    rng = np.random.default_rng(8)
+    for M, N in ((4, 32), (8, 96), (6, 96), (8, 50)):
+        arrays = {"X": rng.standard_normal((M, N)).astype(np.float32),
+                  "S": np.zeros(M, np.float32)}
+        _agree(func, arrays, {"M": M, "N": N}, "S")
+
+
+def test_library_kernels_fuse_their_chunked_loops():
+    """Rows longer than a tile: layernorm's three chunk loops each become a fused run
+    that writes no tile (x is copied anew at the next chunk)."""
+    runs = _runs(layernorm(block_M=4, block_N=64).func)
+    assert len(runs) == 4  # the one-tile path, then the three chunk loops
+    for r in runs[1:]:
+        assert not _stores(r.loop) & {"x", "sq"}
