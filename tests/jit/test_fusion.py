@@ -82,7 +82,10 @@ def test_layernorm_fused_reads_x_three_times_and_writes_no_tile():
     loops = [s for s in run.loop.body if isinstance(s, For)]
     assert len(loops) == 3
     assert not _stores(run.loop) & {"x", "sq"}
-    assert [type(s).__name__ for s in run.hoisted] == ["Copy", "Copy"]  # gamma, beta
+    assert not run.hoisted  # gamma and beta are read where they lie, g and b not filled
+    last = [s for s in run.loop.body if isinstance(s, For)][-1]
+    assert {"gamma", "beta", "X"} <= {ld.buffer.name for st in last.body
+                                      for ld in fusion._stmt_loads(st)}
     assert len(run.full) == 1 and not run.empty  # the j < N select
 
 
@@ -297,3 +300,41 @@ def test_library_kernels_fuse_their_chunked_loops():
     assert len(runs) == 4  # the one-tile path, then the three chunk loops
     for r in runs[1:]:
         assert not _stores(r.loop) & {"x", "sq"}
+
+
+@tilepy.jit(out_idx=[-1])
+def _weighted(live: bool):
+    """A weight vector (L long: past its end the copy gives zeros) copied into g before
+    the row loop; g read after the run or not."""
+    M, N, B, L = T.symbolic("M"), T.symbolic("N"), T.symbolic("B"), T.symbolic("L")
+
+    @T.prim_func
+    def weighted(X: T.Tensor((M, N), F), W: T.Tensor((L,), F), G: T.Tensor((B, 32), F),
+                 Y: T.Tensor((M, N), F)):
+        with T.Kernel(T.ceildiv(M, 4)) as bx:
+            x = T.alloc_fragment((4, 32), F)
+            g = T.alloc_fragment((32,), F)
+            T.copy(X[bx * 4, 0], x)
+            T.copy(W[0], g)
+            for i, j in T.Parallel(4, 32):
+                x[i, j] = x[i, j] * g[j]
+            T.copy(x, Y[bx * 4, 0])
+            if live:
+                T.copy(g, G[bx, 0])
+
+    return weighted
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_a_vector_copy_is_read_in_place_unless_read_later(live):
+    func = _weighted(live).func
+    run = _run(func)
+    assert len(run.hoisted) == int(live)  # the copy into g stays only for the later read
+    rng = np.random.default_rng(9)
+    for M, N, L in ((8, 32, 32), (6, 32, 40), (8, 20, 32), (8, 32, 20)):
+        arrays = {"X": rng.standard_normal((M, N)).astype(np.float32),
+                  "W": rng.standard_normal(L).astype(np.float32),
+                  "G": np.zeros(((M + 3) // 4, 32), np.float32),
+                  "Y": np.zeros((M, N), np.float32)}
+        for out in ("Y", "G"):
+            _agree(func, arrays, {"M": M, "N": N, "B": (M + 3) // 4, "L": L}, out)
