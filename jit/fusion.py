@@ -47,7 +47,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
+from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var, loads
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import (
     Alloc,
@@ -152,26 +152,16 @@ def _subst_stmt(s, m: dict):
     raise AssertionError(type(s))
 
 
-def _loads(e):
-    if isinstance(e, Load):
-        yield e
-        for i in e.indices:
-            yield from _loads(i)
-    elif isinstance(e, Call):
-        for a in e.args:
-            yield from _loads(a)
-
-
 def _stmt_loads(s):
     """Every Load a Let/Store/If (and its branches) evaluates."""
     if isinstance(s, Let):
-        yield from _loads(s.value)
+        yield from loads(s.value)
     elif isinstance(s, Store):
         for i in s.indices:
-            yield from _loads(i)
-        yield from _loads(s.value)
+            yield from loads(i)
+        yield from loads(s.value)
     elif isinstance(s, If):
-        yield from _loads(s.cond)
+        yield from loads(s.cond)
         for t in s.then_body + s.else_body:
             yield from _stmt_loads(t)
     elif isinstance(s, Reduce):
@@ -179,21 +169,13 @@ def _stmt_loads(s):
             yield Load(r.buffer, r.starts)
 
 
-def _deep_loads(s):
-    """_stmt_loads through element loops too."""
+def _deep(s, each):
+    """`each` (_stmt_loads or _stmt_stores) of s, through element loops too."""
     if isinstance(s, For):
         for t in s.body:
-            yield from _deep_loads(t)
+            yield from _deep(t, each)
     elif not isinstance(s, Alloc):
-        yield from _stmt_loads(s)
-
-
-def _deep_stores(s):
-    if isinstance(s, For):
-        for t in s.body:
-            yield from _deep_stores(t)
-    elif not isinstance(s, Alloc):
-        yield from _stmt_stores(s)
+        yield from each(s)
 
 
 def _stmt_stores(s):
@@ -243,8 +225,8 @@ def _plain(b: Buffer) -> bool:
     return b.dtype.name in _PLAIN and compute_dtype(b.dtype).name == b.dtype.name
 
 
-def _no_loads(e) -> bool:
-    return next(_loads(e), None) is None
+def _noloads(e) -> bool:
+    return next(loads(e), None) is None
 
 
 class _Items:
@@ -325,7 +307,7 @@ class _Items:
         b = reg.buffer
         if _whole(reg):
             return b, (self.r, j)
-        if b.scope is not Scope.GLOBAL or b.ndim != 2 or not all(_no_loads(x) for x in reg.starts):
+        if b.scope is not Scope.GLOBAL or b.ndim != 2 or not all(_noloads(x) for x in reg.starts):
             return None
         self.regions.append(reg)
         (self.gread if read else self.gwritten).add(b)
@@ -352,7 +334,7 @@ class _Items:
 
     def _fill(self, s: Fill):
         d = s.dst
-        if not _whole(d) or not _no_loads(s.value):
+        if not _whole(d) or not _noloads(s.value):
             return None
         shape = d.static_extents()
         if len(shape) == 1 and self._rows(shape[0]):
@@ -413,7 +395,7 @@ def _hoistable(s, earlier: list) -> bool:
     read = {ld.buffer.name for it in earlier for st in _item_stmts(it) for ld in _stmt_loads(st)}
     src = {s.src.buffer.name} if isinstance(s, Copy) else set()
     src |= {ld.buffer.name for r in ([s.src, s.dst] if isinstance(s, Copy) else [s.dst])
-            for e in r.starts + r.extents for ld in _loads(e)}
+            for e in r.starts + r.extents for ld in loads(e)}
     return not (src & written) and s.dst.buffer.name not in written | read
 
 
@@ -567,7 +549,7 @@ def _forward_vector(h, items: list, rest: tuple, regions: list) -> bool:
     n = _static(dst.buffer.shape[0]) if dst.buffer.ndim == 1 else None
     if (n is None or not _whole(dst) or src.buffer.ndim != 1 or src.static_extents() != (n,)
             or src.buffer.dtype != dst.buffer.dtype or not _plain(dst.buffer)
-            or not _no_loads(src.starts[0])):
+            or not _noloads(src.starts[0])):
         return False
     v = dst.buffer.name
     if any(x.name == v for it in items for st in _item_stmts(it) for x, _ in _stmt_stores(st)):
@@ -776,9 +758,9 @@ def _try(body: tuple, start: int, rest_after: tuple, views: set) -> Run | None:
                tuple(stmts), loc=body[start].loc)
     # every global access left is a copy's element or a forwarded one, [s0 + r, s1 + j]
     # with r, j inside the tile: inside the array wherever the regions are
-    verified = {(ld.buffer, ld.indices) for st in stmts for ld in _deep_loads(st)
+    verified = {(ld.buffer, ld.indices) for st in stmts for ld in _deep(st, _stmt_loads)
                 if ld.buffer.scope is Scope.GLOBAL}
-    verified |= {(x, idx) for st in stmts for x, idx in _deep_stores(st)
+    verified |= {(x, idx) for st in stmts for x, idx in _deep(st, _stmt_stores)
                  if x.scope is Scope.GLOBAL}
     apart = [(g, h) for g in sorted(b.gread, key=lambda x: x.name)
              for h in sorted(b.gwritten, key=lambda x: x.name)]
