@@ -287,13 +287,16 @@ class _Items:
         loop = For(j, inner.start, inner.stop, inner.step, ForKind.SERIAL, tuple(body))
         if narrowed(loop, str) is not None and not _mentions(body[0].cond, self.r.name):
             return Empty(loop)
-        body = [_subst_stmt(t, {"@call": lambda c, j=j: self._select(c, j, cols)}) for t in body]
+        local = {self.r.name} | _lets(body)  # names the block cannot evaluate
+        body = [_subst_stmt(t, {"@call": lambda c, j=j: self._select(c, j, cols, local)})
+                for t in body]
         return Elem(cols, j, body, elementwise=not any(isinstance(t, If) for t in body))
 
-    def _select(self, c: Call, j: Var, cols: int):
+    def _select(self, c: Call, j: Var, cols: int, local: set):
         """`select(j CMP e, a, b)` as `a`, where the fused form runs only when the
-        condition holds for every column (edge tiles take the unfused statements)."""
-        if c.op is not Op.SELECT or _mentions(c.args[0], self.r.name):
+        condition holds for every column (edge tiles take the unfused statements); e is
+        evaluated once per block, so it must not use the row or the loop's own lets."""
+        if c.op is not Op.SELECT or any(_mentions(c.args[0], n) for n in local):
             return c
         probe = For(j, Const(0, int32), Const(cols, int32), Const(1, int32), ForKind.SERIAL,
                     (If(c.args[0], ()),))
@@ -367,6 +370,17 @@ class _Items:
         return Elem(cols, j, [Store(acc, (), Call(Op.ADD, (Load(acc, ()), x), dt), s.loc)],
                     pre=[Store(acc, (), start, s.loc)],
                     post=[Store(dst.buffer, (self.r,), Load(acc, ()), s.loc)])
+
+
+def _lets(body) -> set:
+    """Names the lets of a loop body bind (in its ifs too)."""
+    out: set = set()
+    for s in body:
+        if isinstance(s, Let):
+            out.add(s.var.name)
+        elif isinstance(s, If):
+            out |= _lets(s.then_body + s.else_body)
+    return out
 
 
 def _mentions(e, name: str) -> bool:
