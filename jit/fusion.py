@@ -25,6 +25,10 @@ next iteration, keep their stores: jit/initfill.py's first-touch analysis), each
   (layernorm's `T.copy(gamma, g)`): it runs before the row loop; a copy of a global
   vector that the run only reads is read in place (`g[j]` becomes `gamma[j]`) and not run
   at all when nothing reads its vector later.
+A row's mask loop `for j: if j >= e: ...` is dropped and `select(j < e, a, b)` taken as
+`a` (jit/guards.py's comparisons of the column with a bound e that names neither the row
+nor the loop's lets); the run's condition then includes that the mask selects no column
+and the select every column, as they do on rows that fit the tile.
 Every access to a block-local buffer with R rows must index row `i` (the statement's row),
 other block-local buffers are only read, globals are only reached through copies, no
 global is both read and written, and the block-local buffers are not re-views.
@@ -45,6 +49,7 @@ interleaves over 2-16 rows (jit/tiles.py), which is slower there.
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass, field
 
 from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var, loads
@@ -70,7 +75,7 @@ from tilepy.jit.initfill import needs_zeros, reviewed
 _PLAIN = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
           "uint32", "uint64")
 _SUMS = (ReduceKind.SUM, ReduceKind.ABSSUM)
-_ids = itertools.count()
+_ids = threading.local()  # the fresh-name counter, restarted by each plan()
 
 
 # ------------------------------------------------------------------ what a run is
@@ -107,13 +112,14 @@ class Empty:
 @dataclass
 class Run:
     """A fused run of body[start:stop]: `hoisted` runs first, then `loop`; only when the
-    global regions lie inside their arrays and the pairs in `apart` do not overlap."""
+    global regions lie inside their arrays, the pairs in `apart` do not overlap and the
+    guards of `empty` and `full` hold."""
 
     start: int
     stop: int
     hoisted: tuple
     loop: For
-    regions: list  # global Regions (rank 2) that must lie inside their arrays
+    regions: list  # global Regions (tiles, vectors) that must lie inside their arrays
     apart: list  # (read, written) global Buffers that must not overlap
     empty: list  # guarded loops (jit/guards.py) whose ranges must be empty
     full: list  # guarded loops whose ranges must be the whole loop (selects taken as true)
@@ -201,7 +207,10 @@ def _index(*parts) -> object:
 
 
 def _fresh(kind: str) -> str:
-    return f"fuse.{kind}{next(_ids)}"  # '.' keeps it apart from every user name
+    """A new name for the plan being made: '.' keeps it apart from every user name, and
+    the count restarts with each plan, so the same kernel gets the same source (and the
+    same disk-cache entry) in every process."""
+    return f"fuse.{kind}{next(_ids.count)}"
 
 
 # ------------------------------------------------------------------ statements -> items
@@ -225,7 +234,7 @@ def _plain(b: Buffer) -> bool:
     return b.dtype.name in _PLAIN and compute_dtype(b.dtype).name == b.dtype.name
 
 
-def _noloads(e) -> bool:
+def _no_loads(e) -> bool:
     return next(loads(e), None) is None
 
 
@@ -310,7 +319,7 @@ class _Items:
         b = reg.buffer
         if _whole(reg):
             return b, (self.r, j)
-        if b.scope is not Scope.GLOBAL or b.ndim != 2 or not all(_noloads(x) for x in reg.starts):
+        if b.scope is not Scope.GLOBAL or b.ndim != 2 or not all(_no_loads(x) for x in reg.starts):
             return None
         self.regions.append(reg)
         (self.gread if read else self.gwritten).add(b)
@@ -337,7 +346,7 @@ class _Items:
 
     def _fill(self, s: Fill):
         d = s.dst
-        if not _whole(d) or not _noloads(s.value):
+        if not _whole(d) or not _no_loads(s.value):
             return None
         shape = d.static_extents()
         if len(shape) == 1 and self._rows(shape[0]):
@@ -563,7 +572,7 @@ def _forward_vector(h, items: list, rest: tuple, regions: list) -> bool:
     n = _static(dst.buffer.shape[0]) if dst.buffer.ndim == 1 else None
     if (n is None or not _whole(dst) or src.buffer.ndim != 1 or src.static_extents() != (n,)
             or src.buffer.dtype != dst.buffer.dtype or not _plain(dst.buffer)
-            or not _noloads(src.starts[0])):
+            or not _no_loads(src.starts[0])):
         return False
     v = dst.buffer.name
     if any(x.name == v for it in items for st in _item_stmts(it) for x, _ in _stmt_stores(st)):
@@ -685,6 +694,7 @@ def _vars(s) -> set:
 def plan(launch: Launch) -> dict:
     """(id(body), start) -> Run for every run worth fusing in a launch's block body."""
     out: dict = {}
+    _ids.count = itertools.count()
     _plan_body(launch.body, (), out, reviewed(launch.body))
     return out
 

@@ -343,3 +343,14 @@ def test_a_vector_copy_is_read_in_place_unless_read_later(live):
                   "Y": np.zeros((M, N), np.float32)}
         for out in ("Y", "G"):
             _agree(func, arrays, {"M": M, "N": N, "B": (M + 3) // 4, "L": L}, out)
+
+
+def test_the_fused_source_does_not_depend_on_what_was_lowered_before():
+    """Fresh names restart with each plan: a kernel's source, hence its disk-cache entry,
+    is the same in every process whatever it compiled first."""
+    from tilepy.jit.lower import lower
+
+    func = KERNELS["layernorm"]().func
+    first = lower(func, fast=True).source
+    lower(KERNELS["softmax"]().func, fast=True)
+    assert "fuse_r" in first and lower(func, fast=True).source == first
