@@ -280,6 +280,8 @@ class _Items:
         if (s.kind is not ForKind.PARALLEL or _static(s.start) != 0 or _static(s.step) != 1
                 or not self._rows(_static(s.stop))):
             return None
+        if any(b.scope is Scope.GLOBAL for t in s.body for b in _touched(t)):
+            return None  # globals are reached through copies only (their regions checked)
         m = {s.var.name: self.r}
         if all(isinstance(t, (Let, Store)) for t in s.body):
             return Rowwise([_subst_stmt(t, m) for t in s.body])
@@ -420,6 +422,16 @@ def _hoistable(s, earlier: list) -> bool:
     src |= {ld.buffer.name for r in ([s.src, s.dst] if isinstance(s, Copy) else [s.dst])
             for e in r.starts + r.extents for ld in loads(e)}
     return not (src & written) and s.dst.buffer.name not in written | read
+
+
+def _touched(s):
+    """The buffers a statement of a T.Parallel body (and its loops) loads or stores."""
+    for t in s.body if isinstance(s, For) else (s,):
+        if isinstance(t, For):
+            yield from _touched(t)
+        else:
+            yield from (ld.buffer for ld in _stmt_loads(t))
+            yield from (b for b, _ in _stmt_stores(t))
 
 
 def _item_stmts(it) -> list:

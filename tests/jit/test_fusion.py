@@ -354,3 +354,37 @@ def test_the_fused_source_does_not_depend_on_what_was_lowered_before():
     first = lower(func, fast=True).source
     lower(KERNELS["softmax"]().func, fast=True)
     assert "fuse_r" in first and lower(func, fast=True).source == first
+
+
+
+@tilepy.jit(out_idx=[-1])
+def _direct():
+    """A T.Parallel loop that reads a global itself (the next row of X): no run takes it,
+    as the fused form checks global bounds only for the copies' regions."""
+    M, N = T.symbolic("M"), T.symbolic("N")
+
+    @T.prim_func
+    def direct(X: T.Tensor((M, N), F), Y: T.Tensor((M, N), F)):
+        with T.Kernel(T.ceildiv(M, 4)) as bx:
+            x = T.alloc_fragment((4, 32), F)
+            T.copy(X[bx * 4, 0], x)
+            for i, j in T.Parallel(4, 32):
+                x[i, j] = x[i, j] * 2.0
+            for i, j in T.Parallel(4, 32):
+                x[i, j] = x[i, j] + X[T.min(bx * 4 + i + 1, M - 1), j]
+            T.copy(x, Y[bx * 4, 0])
+
+    return direct
+
+
+def test_a_loop_reading_a_global_itself_is_not_fused():
+    func = _direct().func
+    launch = next(s for s in func.body if isinstance(s, Launch))
+    runs = list(fusion.plan(launch).values())
+    loop = next(k for k, s in enumerate(launch.body)
+                if isinstance(s, For) and "X" in str(s))  # the loop reading X itself
+    assert runs and all(not r.start <= loop < r.stop for r in runs)
+    rng = np.random.default_rng(10)
+    for M in (4, 6, 8):
+        x = rng.standard_normal((M, 32)).astype(np.float32)
+        _agree(func, {"X": x, "Y": np.zeros((M, 32), np.float32)}, {"M": M, "N": 32})
