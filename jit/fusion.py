@@ -70,7 +70,7 @@ from tilepy.ir.stmt import (
 )
 from tilepy.ir.types import Scope, compute_dtype, int32
 from tilepy.jit.guards import narrowed
-from tilepy.jit.initfill import needs_zeros, reviewed
+from tilepy.jit.initfill import needs_zeros, reviewed, whole
 
 _PLAIN = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
           "uint32", "uint64")
@@ -225,9 +225,8 @@ def _local(b: Buffer) -> bool:
 
 
 def _whole(r: Region) -> bool:
-    return (_local(r.buffer) and all(_static(s) == 0 for s in r.starts)
-            and all(_static(x) is not None and _static(x) == _static(n)
-                    for x, n in zip(r.extents, r.buffer.shape)))
+    """All of a block-local buffer."""
+    return _local(r.buffer) and whole(r, r.buffer.name)
 
 
 def _plain(b: Buffer) -> bool:

@@ -116,7 +116,8 @@ def _const(e, value: int) -> bool:
     return isinstance(e, Const) and int(e.value) == value
 
 
-def _whole(r: Region, name: str) -> bool:
+def whole(r: Region, name: str) -> bool:
+    """r is all of buffer `name`: starts 0, extents its static shape."""
     b = r.buffer
     return (b.name == name and all(_const(s, 0) for s in r.starts)
             and all(isinstance(x, Const) and isinstance(n, Const) and int(x.value) == int(n.value)
@@ -125,16 +126,16 @@ def _whole(r: Region, name: str) -> bool:
 
 def _whole_write(s, name: str) -> bool:
     if isinstance(s, Copy):
-        return _whole(s.dst, name) and not _region_touches(s.src, name)
+        return whole(s.dst, name) and not _region_touches(s.src, name)
     if isinstance(s, Fill):
-        return _whole(s.dst, name) and not _expr_reads(s.value, name)
+        return whole(s.dst, name) and not _expr_reads(s.value, name)
     if isinstance(s, Gemm):
-        return (s.clear_accum and _whole(s.c, name)
+        return (s.clear_accum and whole(s.c, name)
                 and not any(_region_touches(r, name) for r in (s.a, s.b)))
     if isinstance(s, Reduce):
-        return s.clear and _whole(s.dst, name) and not _region_touches(s.src, name)
+        return s.clear and whole(s.dst, name) and not _region_touches(s.src, name)
     if isinstance(s, Cumsum):
-        return _whole(s.dst, name) and not _region_touches(s.src, name)
+        return whole(s.dst, name) and not _region_touches(s.src, name)
     if isinstance(s, For):
         return _nest_writes_all(s, name)
     return False
