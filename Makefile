@@ -1,15 +1,21 @@
 # Every target installs what it needs into .venv on first use (from a fresh clone).
-PYTHON ?= python3
-VENV   ?= .venv
-PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-stamp
+# `make test` installs the tested versions pinned in constraints.txt; `make test-latest`
+# resolves the newest versions pyproject.toml allows (in .venv-latest) and `make
+# test-oldest` the lowest (constraints-oldest.txt, in .venv-oldest).
+PYTHON      ?= python3
+VENV        ?= .venv
+CONSTRAINTS ?= constraints.txt
+PY          := $(VENV)/bin/python
+STAMP       := $(VENV)/.installed-stamp
+PIN         := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),--upgrade --upgrade-strategy eager)
 
-.PHONY: demo test test-thorough test-exhaustive lint bench bench-jit bench-comm clean
+.PHONY: demo test test-latest test-oldest test-thorough test-exhaustive lint bench bench-jit \
+	bench-comm clean
 
-$(STAMP): pyproject.toml setup.py
+$(STAMP): pyproject.toml setup.py $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,mpi]'
+	$(PY) -m pip install -q $(PIN) -e '.[test,mpi]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -18,6 +24,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	TILEPY_HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q -m "not exhaustive" tests
+
+test-latest:
+	rm -f .venv-latest/.installed-stamp
+	$(MAKE) test VENV=.venv-latest CONSTRAINTS=
+
+test-oldest:
+	$(MAKE) test VENV=.venv-oldest CONSTRAINTS=constraints-oldest.txt
 
 test-thorough: $(STAMP)
 	TILEPY_HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -m "not exhaustive" tests
@@ -40,4 +53,4 @@ bench-comm: $(STAMP)
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/comm_scaling.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf .venv .venv-latest .venv-oldest build *.egg-info

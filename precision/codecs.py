@@ -130,8 +130,8 @@ def _make_e8m0_encoder(saturate: bool):
             return np.uint8(top)
         if b >= 0x7F800000 or b == 0:  # NaN, -inf, negatives, +0
             return np.uint8(0xFF)
-        if b < 0x800000:  # float32 subnormals: ml_dtypes' rule
-            return np.uint8(1 if b > 0x400000 else 0)
+        if b < 0x800000:  # subnormals: 2^-126 from 1.5 * 2^-127 up, else 2^-127
+            return np.uint8(1 if b >= 0x600000 else 0)
         code = (b >> 23) + ((b >> 22) & 1)
         return np.uint8(top if code > 254 else code)
 

@@ -87,8 +87,8 @@ def _encoder64(name: str, saturate: bool):
 
 
 def _make_e8m0_encoder64(saturate: bool):
-    """float8_e8m0fnu from float64 with ml_dtypes' float32 rule applied once (see
-    rounding._e8m0_from64)."""
+    """float8_e8m0fnu from float64: the nearest power of two, ties away from zero (the rule
+    of rounding._e8m0_from64)."""
     over = 0xFE if saturate else 0xFF
 
     @numba.njit(inline="always")
@@ -99,10 +99,7 @@ def _make_e8m0_encoder64(saturate: bool):
         b = f64_bits(v)
         e = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF)) - 1023
         mant = b & np.uint64((1 << 52) - 1)
-        if e >= -126:
-            code = e + 127 + (1 if mant >= np.uint64(1 << 51) else 0)
-        else:
-            code = 1 if (e == -127 and mant > 0) else 0
+        code = max(e + 127 + (1 if mant >= np.uint64(1 << 51) else 0), 0)
         return np.uint8(over if code > 254 else code)
 
     return encode

@@ -1,8 +1,9 @@
 """Rounding arrays to a number format in numpy: `cast`, `round_to`, `decode`.
 
 The interpreter's reference for every store and every narrow-float operation. Results are
-ml_dtypes' bits, except that float64 inputs are rounded once (ml_dtypes goes through
-float32, rounding twice). Vectorised numpy only; never imports numba.
+ml_dtypes' bits, except that float64 inputs are rounded once and float8_e8m0fnu follows
+tilepy's own rule (docs/precision.md), whatever the installed ml_dtypes does.
+Vectorised numpy only; never imports numba.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ def cast(x, fmt, saturate: bool = False) -> np.ndarray:
     NaN, e5m2/bf16/fp16 -> inf, fnuz -> NaN 0x80, fp6/fp4 -> clamp to max) unless
     `saturate=True`, which clamps finite overflow and +-inf to +-max finite (NaN stays
     NaN). float64 inputs are rounded once (ml_dtypes rounds twice, via float32); a float64
-    NaN gives the code ml_dtypes gives for float32(x). float8_e8m0fnu keeps ml_dtypes'
-    rule (ties away from zero; zero and negatives are NaN).
+    NaN gives the code ml_dtypes gives for float32(x). float8_e8m0fnu rounds to the nearest
+    power of two, ties away from zero, for every input dtype (see `_e8m0_from64`).
     Integers: a float input is truncated toward zero and clamped to the range, NaN -> 0
     (PTX cvt.rzi.sat; ml_dtypes would wrap); an int input wraps like numpy `astype`
     unless `saturate=True` clamps it.
@@ -40,6 +41,9 @@ def cast(x, fmt, saturate: bool = False) -> np.ndarray:
     x = _as_float(x)
     if saturate:
         x = np.clip(x, -f.max_finite, f.max_finite) if f.has_sign else _clip_top(x, f)
+    if f.name == _E8M0:  # float32 and float16 widen exactly (signalling NaNs set "invalid")
+        with np.errstate(invalid="ignore"):
+            return _e8m0_from64(x.astype(np.float64)).view(f.np_dtype)
     if x.dtype == np.float32 or f.bits >= 32 or f.name == "float16":
         with np.errstate(all="ignore"):  # single rounding already (numpy / ml_dtypes)
             out = x.astype(f.np_dtype)
@@ -48,8 +52,6 @@ def cast(x, fmt, saturate: bool = False) -> np.ndarray:
                 if nan.any():
                     out[nan] = x[nan].astype(np.float32).astype(np.float16)
             return out
-    if f.name == _E8M0:
-        return _e8m0_from64(x).view(f.np_dtype)
     with np.errstate(all="ignore"):
         y = _round_float(x, code_spec(f)).astype(np.float32)  # exact: on fmt's grid
         nan = np.isnan(x)
@@ -181,14 +183,14 @@ def _overflow_value(f: Format, negative: np.ndarray) -> np.ndarray:
 
 
 def _e8m0_from64(x: np.ndarray) -> np.ndarray:
-    """float64 -> float8_e8m0fnu codes, one rounding, with ml_dtypes' float32 rule:
-    ties away from zero; values in (2^-127, 2^-126) give 2^-126; <= 2^-127 give 2^-127;
-    zero, negatives, NaN and overflow (>= 1.5 * 2^127) give NaN (0xff)."""
+    """float64 -> float8_e8m0fnu codes: the nearest power of two 2^p, ties away from zero
+    (a significand >= 1.5 rounds up), so the code is p + 127; positive values below 2^-127
+    give 2^-127 (code 0); zero, negatives, NaN, inf and overflow (>= 1.5 * 2^127) give NaN
+    (0xff). Float64 subnormals lie far below 2^-127 and give code 0."""
     b = x.view(np.uint64)
     e = ((b >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64) - 1023
-    mant = b & np.uint64((1 << 52) - 1)
-    up = (mant >= np.uint64(1 << 51)).astype(np.int64)
-    code = np.where(e >= -126, e + 127 + up, ((e == -127) & (mant > 0)).astype(np.int64))
+    up = ((b & np.uint64((1 << 52) - 1)) >= np.uint64(1 << 51)).astype(np.int64)
+    code = np.maximum(e + 127 + up, 0)
     bad = ~(x > 0) | (code > 254)
     return np.where(bad, 255, code).astype(np.uint8)
 

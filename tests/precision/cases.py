@@ -51,10 +51,26 @@ def edge_f32(fmt) -> np.ndarray:
 
 
 def ml_cast(x: np.ndarray, fmt) -> np.ndarray:
-    """ml_dtypes' (numpy's for float16) storage codes of x."""
+    """The storage codes tilepy's contract gives float32 `x`: ml_dtypes' (numpy's for
+    float16) for every format but float8_e8m0fnu, whose rule is tilepy's own (ml_dtypes
+    changed it between versions): `e8m0_codes`."""
     f = get_format(fmt)
+    if f.name == "float8_e8m0fnu":
+        return e8m0_codes(x)
     with np.errstate(all="ignore"):
         return x.astype(f.np_dtype).view(f.storage)
+
+
+def e8m0_codes(x: np.ndarray) -> np.ndarray:
+    """float8_e8m0fnu codes by the contract, from frexp rather than bit fields: with
+    x = s * 2^p, 1 <= s < 2, the code is p + 127, plus one when s >= 1.5; positive values
+    below 2^-127 give code 0; zero, negatives, NaN, inf and overflow give 0xff."""
+    with np.errstate(invalid="ignore"):  # widening quiets signalling NaNs
+        x = np.asarray(x, dtype=np.float64)
+        pos = (x > 0) & np.isfinite(x)
+    m, e = np.frexp(np.where(pos, x, 1.0))  # x = m * 2^e, 0.5 <= m < 1
+    code = np.maximum(e.astype(np.int64) - 1 + (m >= 0.75) + 127, 0)
+    return np.where(pos & (code <= 254), code, 255).astype(np.uint8)
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
