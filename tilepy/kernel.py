@@ -300,6 +300,20 @@ class JitFunction:
             return self(*args, **kwargs)
         return self._eager_kernel(args, kwargs)[0]
 
+    def built(self) -> list[Kernel]:
+        """The Kernels built so far, one per distinct set of build-time arguments."""
+        return list(self._cache.values())
+
+    def array_params(self) -> list[str]:
+        """The parameters an eager kernel declares `X: T.Tensor(...)` (its arrays); a lazy
+        factory has none."""
+        from tilepy.frontend.eager import tensor_param_names
+
+        if not self.eager:
+            return []
+        params = list(inspect.signature(self.fn).parameters)
+        return tensor_param_names(read_source(self.fn).fn_def, params)
+
     def _eager_kernel(self, args, kwargs):
         from tilepy.frontend.eager import build_eager
 
