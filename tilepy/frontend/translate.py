@@ -365,7 +365,7 @@ class Translator(ExpressionMixin):
     def annotation_dtype(self, annotation: ast.expr) -> Format | None:
         try:
             dt = self.expr(annotation)
-        except TileSyntaxError:  # an annotation the kernel does not know: not a dtype
+        except (TileSyntaxError, TileTypeError):  # not a value the kernel knows: no dtype
             return None
         return dt if isinstance(dt, Format) else None
 

@@ -38,7 +38,7 @@ class Stale:
     kernel cannot know which binding holds there, so reading it is an error."""
 
     name: str
-    block: str  # "loop" or "branch"
+    block: str  # "loop" or "if"
     loc: Loc  # where the block starts
 
     def error(self, loc: Loc) -> TileTypeError:
