@@ -1,52 +1,231 @@
-"""The `tilepy` command: inspect kernels from the shell.
+"""The `tilepy` command: inspect and precompile kernels from the shell.
 
-`tilepy ir FILE.py:NAME [ARGS...]` prints a kernel's IR (NAME is a @T.prim_func kernel or a
-@tilepy.jit factory, called with the build-time ARGS given as Python literals);
-`tilepy jit-compile MODULE...` fills the JIT's disk cache with every kernel the modules
-define (ahead-of-time mode); `tilepy version` prints versions. This module only parses
-arguments and prints.
+`tilepy ir TARGET [ARGS...]` prints a kernel's IR. TARGET is FILE.py:NAME or MODULE:NAME;
+NAME is a @T.prim_func kernel or a @tilepy.jit function (a lazy factory, or an eager kernel,
+whose arrays are not needed), built with ARGS: Python literals, positional or NAME=VALUE.
+`tilepy jit-compile MODULE|FILE.py...` fills the JIT's disk cache (ahead-of-time mode) with
+the kernels the modules define, and reports each. `tilepy version` prints versions.
+
+Modules and files are imported from the current folder under their own names, so a file's
+`if __name__ == "__main__":` block does not run. A mistake on the command line exits with
+status 2 and a one-line message; an error in a kernel, with 1 and tilepy's message. This
+module only loads, parses arguments and prints.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import importlib.util
+import inspect
+import os
+import re
 import sys
+import traceback
+
+from tilepy.errors import TilepyError
 
 
-def _load(target: str):
-    path, _, name = target.rpartition(":")
-    if not path or not name:
-        raise SystemExit(f"tilepy: expected FILE.py:NAME, got {target!r}")
-    spec = importlib.util.spec_from_file_location("_tilepy_cli_module", path)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"tilepy: cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+class UsageError(Exception):
+    """A mistake on the command line: one line, exit status 2."""
+
+
+class UserCodeError(Exception):
+    """The user's module raised while it was imported (its traceback is printed)."""
+
+
+# ------------------------------------------------------------------ loading
+
+
+def _import(where: str):
+    """The module `where` names (a .py file or a module name), imported from the current
+    folder. Its `__name__` is never "__main__"."""
+    sys.path.insert(0, os.getcwd())
+    if where.endswith(".py") or os.sep in where:
+        path = os.path.abspath(where)
+        if not os.path.isfile(path):
+            raise UsageError(f"no such file: {where}")
+        sys.path.insert(0, os.path.dirname(path))  # as Python does for a script
+        stem = os.path.splitext(os.path.basename(path))[0]
+        name = stem if stem.isidentifier() and stem not in sys.modules else "_tilepy_cli_module"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        _run_user_code(lambda: spec.loader.exec_module(module), where)
+        return module
     try:
-        return getattr(module, name)
-    except AttributeError:
-        raise SystemExit(f"tilepy: {path} has no {name!r}") from None
+        found = importlib.util.find_spec(where)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise UsageError(f"no module named {where!r} in the current folder or installed "
+                         "(give a module name, or a path ending in .py)")
+    return _run_user_code(lambda: importlib.import_module(where), where)
+
+
+def _run_user_code(thunk, where: str):
+    """Import the user's module; an exception it raises is shown with its own frames."""
+    from tilepy.boundary import is_internal
+
+    try:
+        return thunk()
+    except (TilepyError, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as err:  # noqa: BLE001 - the user's own code failed: show where
+        frames = [f for f in traceback.extract_tb(err.__traceback__)
+                  if not f.filename.startswith("<frozen ") and not is_internal(f.filename)]
+        raise UserCodeError(
+            f"importing {where} raised an error\nTraceback (most recent call last):\n"
+            + "".join(traceback.format_list(frames))
+            + "".join(traceback.format_exception_only(type(err), err)).rstrip()) from None
+
+
+def _target(target: str):
+    where, _, name = target.rpartition(":")
+    if not where or not name.isidentifier():
+        raise UsageError(f"expected FILE.py:NAME or MODULE:NAME; got {target!r}")
+    module = _import(where)
+    if not hasattr(module, name):
+        names = [n for n, v in vars(module).items() if _is_kernel(v)]
+        known = f"; its kernels: {', '.join(names)}" if names else ""
+        raise UsageError(f"{where} has no {name!r}{known}")
+    return getattr(module, name)
+
+
+def _is_kernel(v) -> bool:
+    from tilepy.kernel import JitFunction, Kernel
+
+    return isinstance(v, (JitFunction, Kernel))
+
+
+def _literals(texts: list[str]) -> tuple[list, dict]:
+    """Positional and NAME=VALUE arguments, each a Python literal."""
+    pos, kw = [], {}
+    for text in texts:
+        m = re.fullmatch(r"([A-Za-z_]\w*)=(.*)", text, re.S)
+        try:
+            value = ast.literal_eval(m.group(2) if m else text)
+        except (ValueError, SyntaxError):
+            raise UsageError(f"argument {text!r} is not a Python literal (numbers, "
+                             "True/False/None, tuples, and quoted strings such as "
+                             "\"'float16'\")") from None
+        if m:
+            kw[m.group(1)] = value
+        else:
+            pos.append(value)
+    return pos, kw
+
+
+# ------------------------------------------------------------------ building
+
+
+def _build(obj, what: str, pos: list, kw: dict):
+    """The Kernel `obj` gives for these build-time arguments."""
+    from tilepy.kernel import JitFunction, Kernel
+
+    if isinstance(obj, Kernel):
+        if pos or kw:
+            raise UsageError(f"{what} is a built kernel: it takes no build-time arguments")
+        return obj
+    if not isinstance(obj, JitFunction):
+        raise UsageError(f"{what} is a {type(obj).__name__}, not a kernel (a @T.prim_func "
+                         "kernel or a @tilepy.jit function)")
+    arrays = obj.array_params()
+    args = _bind(obj, arrays, pos, kw, what)
+    return obj.build(**args)
+
+
+def _bind(obj, arrays: list[str], pos: list, kw: dict, what: str) -> dict:
+    """Keyword arguments for `obj.build`: arrays as None, ARGS in the other parameters."""
+    sig = inspect.signature(obj.fn)
+    static = [p for p in sig.parameters if p not in arrays]
+    if len(pos) > len(static):
+        raise UsageError(f"{what} takes {len(static)} build-time argument(s) "
+                         f"({', '.join(static)}); got {len(pos)}")
+    args = {name: None for name in arrays}
+    args.update(zip(static, pos))
+    for name, value in kw.items():
+        if name not in static:
+            raise UsageError(f"{what} has no build-time parameter {name!r} (it has: "
+                             f"{', '.join(static) or 'none'})")
+        args[name] = value
+    try:
+        sig.bind(**args)
+    except TypeError as err:
+        raise UsageError(f"{what}: {err}") from None
+    return args
+
+
+def _required(obj) -> list[str]:
+    """The build-time parameters of a @tilepy.jit function that have no default."""
+    arrays = obj.array_params()
+    return [p.name for p in inspect.signature(obj.fn).parameters.values()
+            if p.default is p.empty and p.name not in arrays
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+# ------------------------------------------------------------------ commands
 
 
 def _cmd_ir(args) -> int:
-    from tilepy.kernel import JitFunction, Kernel
+    obj = _target(args.target)
+    pos, kw = _literals(args.args)
+    from tilepy.ir.stmt import PrimFunc
 
-    obj = _load(args.target)
-    values = [ast.literal_eval(a) for a in args.args]
-    if isinstance(obj, JitFunction):
-        obj = obj.build(*values)
-    if not isinstance(obj, Kernel):
-        raise SystemExit(f"tilepy: {args.target} is not a kernel")
-    print(obj.ir)
+    if isinstance(obj, PrimFunc):
+        from tilepy.ir.printer import format_func
+
+        print(format_func(obj))
+        return 0
+    print(_build(obj, args.target, pos, kw).ir)
     return 0
 
 
 def _cmd_jit_compile(args) -> int:
-    from tilepy.jit.aot import main as aot_main
+    from tilepy.jit.aot import precompile
 
-    return aot_main(args.modules)
+    status = 0
+    for where in args.modules:
+        module = _import(where)
+        items, problems = _aot_items(module)
+        for label, item in items:
+            (_, secs, path), = precompile([item])
+            print(f"{where}: compiled {label} in {secs:.2f} s -> {path}")
+        for problem in problems:
+            print(f"tilepy: {where}: {problem}", file=sys.stderr)
+        if not items and not problems:
+            print(f"tilepy: {where}: found no kernels (no @T.prim_func kernel, @tilepy.jit "
+                  "function or __tilepy_aot__ list at its top level)", file=sys.stderr)
+        status = status or int(bool(problems) or not items)
+    return status
+
+
+def _aot_items(module) -> tuple[list[tuple[str, object]], list[str]]:
+    """(label, kernel) pairs to compile, and what could not be compiled and why: module-level
+    kernels, `__tilepy_aot__`, and each @tilepy.jit function of the module (the kernels its
+    import built, else its build with default arguments)."""
+    from tilepy.jit.aot import kernels_of
+    from tilepy.kernel import JitFunction
+
+    labels = {id(getattr(v, "func", v)): n for n, v in vars(module).items()}
+    items = [(labels.get(id(f), f.name), f) for f in kernels_of(module)]
+    problems = []
+    for name, obj in vars(module).items():
+        if not isinstance(obj, JitFunction) or obj.fn.__module__ != module.__name__:
+            continue
+        built = obj.built()
+        if not built:
+            needed = _required(obj)
+            if needed:
+                problems.append(
+                    f"{name} needs build-time arguments ({', '.join(needed)}); name the "
+                    f"kernels to compile in the module: __tilepy_aot__ = [{name}(...)]")
+                continue
+            built = [_build(obj, name, [], {})]
+        seen = {id(f) for _, f in items}
+        items += [(name, k.func) for k in built if id(k.func) not in seen]
+    return items, problems
 
 
 def _cmd_version(args) -> int:
@@ -60,19 +239,31 @@ def _cmd_version(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tilepy", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_ir = sub.add_parser("ir", help="print a kernel's IR")
-    p_ir.add_argument("target", help="FILE.py:NAME")
-    p_ir.add_argument("args", nargs="*", help="build-time arguments (Python literals)")
+    p_ir.add_argument("target", help="FILE.py:NAME or MODULE:NAME")
+    p_ir.add_argument("args", nargs="*", help="build-time arguments (Python literals, "
+                                              "positional or NAME=VALUE)")
     p_ir.set_defaults(run=_cmd_ir)
     p_aot = sub.add_parser("jit-compile", help="compile modules' kernels into the disk cache")
-    p_aot.add_argument("modules", nargs="+", help="importable module names")
+    p_aot.add_argument("modules", nargs="+", help="module names or .py files")
     p_aot.set_defaults(run=_cmd_jit_compile)
     sub.add_parser("version", help="print versions").set_defaults(run=_cmd_version)
-    args = parser.parse_args(argv)
-    return args.run(args)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except UsageError as err:
+        print(f"tilepy: {err}", file=sys.stderr)
+        return 2
+    except (TilepyError, UserCodeError) as err:
+        print(f"tilepy: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

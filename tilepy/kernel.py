@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ast
 import inspect
-import os
 import sys
 
 import numpy as np
 
+from tilepy.boundary import api_boundary, is_internal
 from tilepy.errors import ArgumentError, Loc, TileSyntaxError
 from tilepy.frontend.source import environment, read_source
 from tilepy.frontend.translate import Translator
@@ -21,11 +21,6 @@ from tilepy.ir.expr import Buffer, Call, Const, Expr, Var
 from tilepy.ir.ops import reference
 from tilepy.ir.stmt import Launch, PrimFunc
 from tilepy.language import TensorSpec
-
-_PACKAGE_DIRS = tuple(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep + d + os.sep
-    for d in ("tilepy", "ir", "interpreter", "jit", "precision", "parallel", "models")
-)
 
 
 class IRText(str):
@@ -59,12 +54,14 @@ class Kernel:
         return self.func.name
 
     @property
+    @api_boundary
     def ir(self) -> IRText:
         from tilepy.ir.printer import format_func
 
         return IRText(format_func(self.func))
 
     @property
+    @api_boundary
     def source(self) -> str:
         """The Python source the JIT generates for this kernel."""
         from tilepy.jit import source
@@ -84,6 +81,7 @@ class Kernel:
 
         return f"<pre>{html.escape(repr(self))}\n\n{html.escape(str(self.ir))}</pre>"
 
+    @api_boundary
     def __call__(self, *args):
         from tilepy.backend import run
 
@@ -102,7 +100,7 @@ def _sig(b: Buffer) -> str:
 def _caller_loc() -> Loc:
     """The first stack frame outside tilepy: where the user called the kernel."""
     f = sys._getframe(1)
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE_DIRS):
+    while f is not None and is_internal(f.f_code.co_filename):
         f = f.f_back
     if f is None:
         return Loc()
@@ -254,6 +252,7 @@ def jit(fn=None, *, out_idx=None, **_options):
     return JitFunction(fn, out_idx)
 
 
+@api_boundary
 def compile(func, out_idx=None, **_options) -> Kernel:  # noqa: A001 - TileLang's name
     """`tilepy.compile(prim_func, out_idx=[...])`: a Kernel that allocates those outputs."""
     base = func.func if isinstance(func, Kernel) else func
@@ -280,6 +279,7 @@ class JitFunction:
             self._eager = _has_kernel_block(read_source(self.fn).fn_def)
         return self._eager
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         if not self.eager:
             key = _key(args, kwargs)
@@ -293,11 +293,26 @@ class JitFunction:
         kernel, arrays = self._eager_kernel(args, kwargs)
         return kernel(*arrays)
 
+    @api_boundary
     def build(self, *args, **kwargs) -> Kernel:
         """The Kernel for these arguments, without running it (eager style)."""
         if not self.eager:
             return self(*args, **kwargs)
         return self._eager_kernel(args, kwargs)[0]
+
+    def built(self) -> list[Kernel]:
+        """The Kernels built so far, one per distinct set of build-time arguments."""
+        return list(self._cache.values())
+
+    def array_params(self) -> list[str]:
+        """The parameters an eager kernel declares `X: T.Tensor(...)` (its arrays); a lazy
+        factory has none."""
+        from tilepy.frontend.eager import tensor_param_names
+
+        if not self.eager:
+            return []
+        params = list(inspect.signature(self.fn).parameters)
+        return tensor_param_names(read_source(self.fn).fn_def, params)
 
     def _eager_kernel(self, args, kwargs):
         from tilepy.frontend.eager import build_eager

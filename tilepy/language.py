@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tilepy.boundary import api_boundary
 from tilepy.errors import TileSyntaxError
 from tilepy.precision.formats import FORMATS, Format, get_format
 
@@ -25,6 +26,7 @@ class Builtin:
     def __repr__(self) -> str:
         return f"T.{self.name}"
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         from tilepy.frontend.traced import Traced, traced_builtin
 
@@ -118,6 +120,7 @@ Tensor = _TensorType()
 Buffer = Tensor
 
 
+@api_boundary
 def prim_func(fn):
     """Turn a kernel function into a `Kernel` (its IR is built now, from its source)."""
     from tilepy.kernel import make_prim_func

@@ -56,3 +56,49 @@ def wrong_rank():
     def k(A: T.Tensor((8, 8), "float32")):
         with T.Kernel(1) as _:
             A[0] = 1.0
+
+
+def literal_accumulator(loop):
+    """`loop` is T.serial, T.Parallel, T.Pipelined, T.unroll or range."""
+
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((1,), "float32")):
+        with T.Kernel(1) as _:
+            s = 0.0
+            for i in loop(8):
+                s = s + X[i]  # literal accumulator
+            Y[0] = s
+
+
+def literal_augmented_accumulator():
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((1,), "float32")):
+        with T.Kernel(1) as _:
+            s = 0.0
+            for i in T.serial(8):
+                s += X[i]  # augmented accumulator
+            Y[0] = s
+
+
+def literal_counter_in_while():
+    @T.prim_func
+    def k(X: T.Tensor((1,), "int32"), Y: T.Tensor((1,), "int32")):
+        with T.Kernel(1) as _:
+            n = 0
+            v = T.alloc_var("int32", init=X[0])
+            while v > 1:
+                v = v // 2
+                n = n + 1  # while counter
+            Y[0] = n
+
+
+def rebound_in_branch(start_literal: bool):
+    @T.prim_func
+    def k(X: T.Tensor((4,), "float32"), Y: T.Tensor((1,), "float32")):
+        with T.Kernel(1) as _:
+            s = 0.0 if start_literal else X[3]
+            if X[0] > 0:  # the runtime branch
+                s = X[1]
+            else:
+                Y[0] = 1.0
+            Y[0] = s  # read after the branch

@@ -228,3 +228,26 @@ def test_arithmetic_on_symbolic_sizes_in_annotations():
     y = np.zeros(21, np.float32)
     _interp(interleave, x, y)
     assert np.array_equal(y, x[0::2] - x[1::2])
+
+
+def test_annotated_scalar_is_a_variable_and_branch_local_names_work():
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32"), Y: T.Tensor((3,), "float32")):
+        with T.Kernel(1) as _:
+            s: T.float32 = 0.0  # TileLang's form of T.alloc_var("float32", init=0.0)
+            n: T.int32 = 0
+            for i in T.serial(8):
+                s = s + X[i]
+                if X[i] > 0:
+                    n += 1
+            v = X[0]
+            if v < 0:
+                v = -v  # rebinding inside the branch, read only there
+                Y[2] = v
+            Y[0] = s
+            Y[1] = n
+
+    x = np.array([-3, 1, 2, -1, 5, 0.5, -2, 4], np.float32)
+    y = np.zeros(3, np.float32)
+    _interp(k, x, y)
+    assert y.tolist() == [float(x.sum()), 5.0, 3.0]

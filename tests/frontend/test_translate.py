@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tilepy
+import tilepy.language as T
 from tests.frontend import bad_kernels, kernels
 from tilepy.errors import ArgumentError, TileSyntaxError, TileTypeError
 from tilepy.ir import (
@@ -174,3 +175,25 @@ def test_symbolic_sizes_bind_consistently():
     with pytest.raises(ArgumentError, match="earlier argument bound M = 3"):
         bind_arguments(f, (np.zeros((3, 64), ml_dtypes.bfloat16),
                            np.zeros((4, 64), ml_dtypes.bfloat16)), tilepy.kernel._caller_loc())
+
+
+@pytest.mark.parametrize("loop", [T.serial, T.Parallel, T.Pipelined, T.unroll, range],
+                         ids=["serial", "Parallel", "Pipelined", "unroll", "range"])
+def test_literal_started_accumulator_is_an_error_in_every_loop(loop):
+    _error_at(lambda: bad_kernels.literal_accumulator(loop), "# literal accumulator",
+              TileTypeError, "'s' was bound outside this loop", "T.alloc_var", "T.alloc_local")
+
+
+def test_augmented_and_while_accumulators_are_errors():
+    _error_at(bad_kernels.literal_augmented_accumulator, "# augmented accumulator",
+              TileTypeError, "'s' was bound outside this loop", "T.alloc_var")
+    _error_at(bad_kernels.literal_counter_in_while, "# while counter", TileTypeError,
+              "'n' was bound outside this loop", "T.alloc_var")
+
+
+@pytest.mark.parametrize("start_literal", [True, False])
+def test_reading_a_name_rebound_in_a_branch_is_an_error(start_literal):
+    msg = _error_at(lambda: bad_kernels.rebound_in_branch(start_literal),
+                    "# read after the branch", TileTypeError, "'s' was reassigned inside the if",
+                    "T.alloc_var")
+    assert f"at line {_line_of('# the runtime branch')}" in msg

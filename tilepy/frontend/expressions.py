@@ -207,7 +207,9 @@ class ExpressionMixin:
                 extents.append(one)
                 continue
             if it.step is not None:
-                raise TileSyntaxError("slices with a step are not supported", loc)
+                raise TileSyntaxError("slices with a step are not supported", loc,
+                                      hint="copy element by element in a T.Parallel loop, "
+                                           "e.g. t[i] = X[2 * i]")
             lo = exprs.index_expr(self.expr(it.lower), loc) if it.lower else Const(0, int32)
             hi = exprs.index_expr(self.expr(it.upper), loc) if it.upper else dim
             starts.append(lo)

@@ -33,15 +33,7 @@ class Source:
 
 def read_source(fn) -> Source:
     """Parse `fn`'s definition. Raises TileSyntaxError when its source is unavailable."""
-    try:
-        lines, first = inspect.getsourcelines(fn)
-        file = inspect.getsourcefile(fn) or "<unknown>"
-    except (OSError, TypeError) as err:
-        raise TileSyntaxError(
-            f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {err}",
-            hint="kernels must be defined in a file or a REPL cell whose source Python "
-                 "keeps (not built with exec from a string)",
-        ) from None
+    lines, first, file = _source_lines(fn)
     text = "".join(lines)
     dedented = textwrap.dedent(text)
     indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
@@ -50,6 +42,35 @@ def read_source(fn) -> Source:
     if not isinstance(fn_def, (ast.FunctionDef, ast.AsyncFunctionDef)):
         raise TileSyntaxError(f"expected a function definition in {file}:{first}")
     return Source(fn_def, file, first - 1, indent)  # type: ignore[arg-type]
+
+
+def _source_lines(fn) -> tuple[list[str], int, str]:
+    """(lines, first line number, file name) of `fn`'s definition."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        return lines, first, inspect.getsourcefile(fn) or "<unknown>"
+    except (OSError, TypeError) as err:
+        reason = err
+    from tilepy.frontend.repl import recover
+
+    found = recover(fn)
+    if found is not None:
+        return found
+    name = getattr(fn, "__name__", fn)
+    file = getattr(getattr(fn, "__code__", None), "co_filename", "")
+    if file == "<stdin>":
+        raise TileSyntaxError(
+            f"cannot read the source of {name!r}: it was typed at the Python prompt, and "
+            "this Python keeps no source for it (nor was it found in readline's history)",
+            hint=_WHERE) from None
+    raise TileSyntaxError(f"cannot read the source of {name!r}: {reason}", hint=_WHERE) \
+        from None
+
+
+_WHERE = ("tilepy reads a kernel's source: put the kernel in a .py file and import it, or "
+          "define it in IPython or Jupyter, or at the prompt of Python >= 3.13 (these keep "
+          "the source); a function built with exec() needs a file name registered in "
+          "linecache")
 
 
 def environment(fn) -> dict:

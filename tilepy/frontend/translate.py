@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import ast
 
-from tilepy.errors import Loc, TileSyntaxError, TileTypeError
+from tilepy.errors import NOLOC, Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import builtins, exprs
 from tilepy.frontend.expressions import ExpressionMixin
 from tilepy.frontend.source import Source
-from tilepy.frontend.values import DataRef, describe
+from tilepy.frontend.values import DataRef, Stale, describe
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Var
 from tilepy.ir.ops import Op
 from tilepy.ir.types import Scope, int32
 from tilepy.language import Builtin, SizeExpr, SymbolicSize, TensorSpec
+from tilepy.precision.formats import Format
 
 _LOOPS = {"Parallel": S.ForKind.PARALLEL, "Pipelined": S.ForKind.PIPELINED,
           "serial": S.ForKind.SERIAL, "unroll": S.ForKind.UNROLLED}
@@ -63,7 +64,10 @@ class Translator(ExpressionMixin):
     def lookup(self, name: str, loc: Loc):
         for scope in reversed(self.scopes):
             if name in scope:
-                return scope[name][0]
+                value = scope[name][0]
+                if isinstance(value, Stale):
+                    raise value.error(loc)
+                return value
         if name in self.env:
             value = self.env[name]
             is_size = isinstance(value, (SymbolicSize, SizeExpr))
@@ -91,8 +95,10 @@ class Translator(ExpressionMixin):
     def call_builtin(self, fn, node, loc):
         return builtins.call_builtin(self, fn, node, loc)
 
-    def block(self, stmts, scope: bool = True, loop: bool = False) -> tuple:
-        """Translate statements into a new body (and a new name scope)."""
+    def block(self, stmts, scope: bool = True, loop: bool = False,
+              where: Loc | None = None) -> tuple:
+        """Translate statements into a new body (and a new name scope); `where` is the
+        loop or `if` statement that owns the body."""
         self.bodies.append([])
         if scope:
             self.scopes.append({})
@@ -103,9 +109,18 @@ class Translator(ExpressionMixin):
         finally:
             self.loop_depth.pop()
             if scope:
-                self.scopes.pop()
+                self.close_scope("loop" if loop else "if", where)
             body = self.bodies.pop()
         return tuple(body)
+
+    def close_scope(self, block: str, where: Loc | None) -> None:
+        """End the innermost scope of a runtime loop or branch. A name it rebound that an
+        outer scope also binds becomes Stale there: after the block, the kernel would hold
+        the outer binding while Python would hold the last inner one."""
+        inner = self.scopes.pop()
+        for name in inner:
+            if self.find(name) is not None:
+                self.bind(name, Stale(name, block, where or NOLOC))
 
     # ------------------------------------------------------------ function
     def function(self, name: str, spec_params: list[tuple[str, TensorSpec, Loc]]):
@@ -255,10 +270,10 @@ class Translator(ExpressionMixin):
                 self.nested_loops(rest, body, kind, loc)
                 inner = tuple(self.bodies.pop())
             else:
-                inner = self.block(body, loop=True)
+                inner = self.block(body, loop=True, where=loc)
         finally:
             self.loop_depth.pop()
-            self.scopes.pop()
+            self.close_scope("loop", loc)
         zero, one = Const(0, int32), Const(1, int32)
         self.emit(S.For(var, zero, exprs.index_expr(extent, loc), one, kind, inner, loc=loc))
 
@@ -280,9 +295,9 @@ class Translator(ExpressionMixin):
         self.scopes.append({})
         self.bind(node.target.id, var)
         try:
-            body = self.block(node.body, loop=True)
+            body = self.block(node.body, loop=True, where=loc)
         finally:
-            self.scopes.pop()
+            self.close_scope("loop", loc)
         if exprs.is_ir(stages):
             raise TileTypeError("num_stages must be known when the kernel is built", loc)
         self.emit(S.For(var, exprs.index_expr(start, loc), exprs.index_expr(stop, loc),
@@ -296,8 +311,8 @@ class Translator(ExpressionMixin):
             for st in node.body if cond else node.orelse:
                 self.stmt(st)
             return
-        then_body = self.block(node.body)
-        else_body = self.block(node.orelse)
+        then_body = self.block(node.body, where=loc)
+        else_body = self.block(node.orelse, where=loc)
         self.emit(S.If(exprs.as_bool(cond, loc), then_body, else_body, loc=loc))
 
     def _s_While(self, node):
@@ -308,7 +323,7 @@ class Translator(ExpressionMixin):
         if not exprs.is_ir(cond):
             raise TileTypeError("a while loop in a kernel needs a runtime condition", loc,
                                 hint="use a for loop for a count known when building")
-        body = self.block(node.body, loop=True)
+        body = self.block(node.body, loop=True, where=loc)
         self.emit(S.While(exprs.as_bool(cond, loc), body, loc=loc))
 
     # ------------------------------------------------------------ assignments
@@ -332,6 +347,10 @@ class Translator(ExpressionMixin):
                 raise TileSyntaxError("a bare annotation declares a tensor only in an eager "
                                       "@tilepy.jit kernel", loc)
             return self.declare_tensor(node.target, node.annotation, loc)
+        if self.in_kernel and isinstance(node.target, ast.Name):
+            dt = self.annotation_dtype(node.annotation)
+            if dt is not None:  # `s: T.float32 = 0.0`: a scalar variable, as T.alloc_var
+                return self.declare_var(node.target.id, dt, self.expr(node.value), loc)
         self._s_Assign(ast.Assign(targets=[node.target], value=node.value, lineno=node.lineno,
                                   col_offset=node.col_offset))
 
@@ -342,6 +361,19 @@ class Translator(ExpressionMixin):
         if isinstance(node.target, ast.Subscript):
             return self.store(node.target, self.expr(binop), loc)
         self.assign_target(node.target, self.expr(binop), loc)
+
+    def annotation_dtype(self, annotation: ast.expr) -> Format | None:
+        try:
+            dt = self.expr(annotation)
+        except (TileSyntaxError, TileTypeError):  # not a value the kernel knows: no dtype
+            return None
+        return dt if isinstance(dt, Format) else None
+
+    def declare_var(self, name: str, dt: Format, init, loc: Loc) -> None:
+        self.pending_name = name
+        buf = self.declare(Buffer(self.fresh_name(), (), dt, Scope.VAR), loc)
+        self.emit(S.Store(buf, (), exprs.to_ir(init, loc, like=dt), loc=loc))
+        self.assign_name(name, buf, loc)
 
     def assign_target(self, target, value, loc: Loc) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -364,14 +396,17 @@ class Translator(ExpressionMixin):
             buf = old[0]
             self.emit(S.Store(buf, (), exprs.to_ir(value, loc, like=buf.dtype), loc=loc))
             return
+        if old is not None and old[1] < self.loop_depth[-1] and not isinstance(old[0], Stale):
+            raise TileTypeError(
+                f"{name!r} was bound outside this loop and cannot be reassigned in it (a "
+                "kernel would not carry the new value to the next iteration or past the "
+                "loop)", loc,
+                hint=f"declare it before the loop with `{name} = T.alloc_var(dtype)` (or "
+                     f"`T.alloc_local((1,), dtype)`, used as {name}[0]) to update it in the "
+                     "loop, or give the per-iteration value another name")
         if isinstance(value, TensorSpec) and isinstance(value.data, DataRef):
             value = self.declare(self.re_view(name, value, loc), loc)
         if exprs.is_ir(value) and self.in_kernel and not isinstance(value, Const):
-            if old is not None and exprs.is_ir(old[0]) and old[1] < self.loop_depth[-1]:
-                raise TileTypeError(
-                    f"{name!r} was bound outside this loop and cannot be reassigned in it",
-                    loc, hint=f"declare it with {name} = T.alloc_var(dtype) to update it "
-                              "in a loop")
             var = Var(self.unique(name), value.dtype)
             self.emit(S.Let(var, value, loc=loc))
             value = var

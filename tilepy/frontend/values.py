@@ -32,6 +32,24 @@ class DataRef:
 Operand = Region | StartPoint
 
 
+@dataclass(frozen=True)
+class Stale:
+    """A name rebound inside a runtime loop or branch, seen after that block ended: the
+    kernel cannot know which binding holds there, so reading it is an error."""
+
+    name: str
+    block: str  # "loop" or "if"
+    loc: Loc  # where the block starts
+
+    def error(self, loc: Loc) -> TileTypeError:
+        return TileTypeError(
+            f"{self.name!r} was reassigned inside the {self.block} at line {self.loc.line}, "
+            f"so its value after that {self.block} is not defined in a kernel", loc,
+            hint=f"declare it before the {self.block} with `{self.name} = "
+                 "T.alloc_var(dtype)` (or `T.alloc_local((1,), dtype)`, used as "
+                 f"{self.name}[0]) and assign to it inside")
+
+
 def describe(v) -> str:
     """A short phrase for a value in an error message."""
     if isinstance(v, Buffer):
