@@ -171,9 +171,10 @@ class Watchdog:
         if gone:
             states = {q: stall.RankState(q, stall.RETURNED, self.returned[q][1]) for q in gone}
             return stall.returned_error(self.rank, call, members, states, gone[0])
-        states = self._query([q for q in members if q != self.rank])
         if dead:
-            return stall.died_error(self.rank, call, [states[q] for q in dead])
+            return stall.died_error(self.rank, call, [
+                stall.RankState(q, stall.DEAD, {}, detail=self._proc(q)) for q in dead])
+        states = self._query([q for q in members if q != self.rank])
         return stall.timeout_error(self.rank, call, members, states, self.timeout, peer,
                                    None if self.talk else BLIND)
 
