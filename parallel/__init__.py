@@ -12,6 +12,7 @@ from tilepy.parallel.errors import (
     CommError,
     CommTimeoutError,
     RankExitedError,
+    RankFailedError,
 )
 from tilepy.parallel.launch import detect_backend, launch
 from tilepy.parallel.ops import OPS
@@ -21,5 +22,5 @@ ALGORITHMS = tuple(ALLREDUCE)
 __all__ = [
     "ALGORITHMS", "OPS", "BackendUnavailableError", "CollectiveMismatchError",
     "CommAbortedError", "CommArgumentError", "CommError", "CommTimeoutError", "Communicator",
-    "RankExitedError", "Request", "detect_backend", "launch",
+    "RankExitedError", "RankFailedError", "Request", "detect_backend", "launch",
 ]

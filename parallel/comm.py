@@ -1,7 +1,8 @@
 """`Communicator`: the backend-independent API (mpi4py / torch.distributed style).
 
 It owns argument checking, the collective call sequence (and its debug-mode cross-rank
-check), and dispatch to the algorithm table. A backend supplies only raw point-to-point
+check), which public call each rank is in and where the user made it (for errors), and
+dispatch to the algorithm table. A backend supplies only raw point-to-point
 calls (`_send_raw`, `_recv_raw`, `_sendrecv_raw`), optional `_native_*` collectives,
 `_make_sub` for split and optionally `_shared_allreduce`. Inputs are never written; allreduce
 returns a read-only result (or writes `out=`), every other call a new array.
@@ -9,15 +10,18 @@ returns a read-only result (or writes `out=`), every other call a new array.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
 
+from tilepy.errors import TilepyError
 from tilepy.parallel import ring, tree
 from tilepy.parallel.algorithms import ALLREDUCE, NATIVE, PRIVATE_RESULT, check_algorithm
 from tilepy.parallel.chunking import balanced
 from tilepy.parallel.errors import CollectiveMismatchError, CommArgumentError
 from tilepy.parallel.ops import check_op
+from tilepy.parallel.sites import Call, caller_site
 from tilepy.precision.formats import get_format
 
 COLL_TAG = 32000  # collectives' messages (user tags must be below this)
@@ -42,6 +46,40 @@ def decode_header(h: np.ndarray) -> tuple[tuple[int, ...], np.dtype]:
     return tuple(meta["shape"]), get_format(meta["dtype"]).np_dtype
 
 
+def _public(name: str, collective: bool = True, peer: tuple[int, str] | None = None):
+    """Decorates a public call. The outermost one (not a call that another public call
+    makes) records itself in `self._api` with the user's call site while it runs, counts
+    the collectives per communicator, and puts that site on any TilepyError raised in it
+    that has none. `peer`: (position, name) of a point-to-point call's peer argument."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            if self._api is not None:
+                return method(self, *args, **kwargs)
+            p = None
+            if peer is not None:
+                p = kwargs.get(peer[1], args[peer[0]] if len(args) > peer[0] else None)
+            self._enter(name, collective, p)
+            try:
+                return method(self, *args, **kwargs)
+            except TilepyError as exc:
+                _locate(exc, self._api)
+                raise
+            finally:
+                self._api = None
+        return call
+    return wrap
+
+
+def _locate(exc: TilepyError, call: Call | None) -> None:
+    """Give `exc` the user's site of `call` unless it already names one."""
+    if exc.loc.line or call is None or call.site is None:
+        return
+    exc.loc = call.loc()
+    exc.args = (exc._format(),)
+
+
 class Request:
     """A pending non-blocking operation; `wait()` returns its result (an array or None)."""
 
@@ -61,17 +99,33 @@ class Communicator:
     native_ok = False
     receives_into = False  # True when p2p_sendrecv can write a caller's buffer (copying backends)
 
-    def __init__(self, rank: int, size: int, timeout: float, debug: bool, node_size: int):
+    def __init__(self, rank: int, size: int, timeout: float, debug: bool, node_size: int,
+                 cid: str = "world", world_ranks: list[int] | None = None):
         self.rank, self.size = rank, size
         self.timeout, self.debug = timeout, debug
         self.node_size = max(1, node_size)
-        self._seq = 0
+        self.cid = cid  # the same on every rank of this communicator ("world", "world/1:0")
+        self.world_ranks = list(range(size)) if world_ranks is None else list(world_ranks)
+        self._seq = 0  # collectives begun, internal ones included (matches messages)
+        self._ncalls = 0  # public collectives called (the numbers that errors show)
+        self._api: Call | None = None  # the public call in progress
         self._call = None
         self._workspace = None
         self.topology = None  # for algorithm="auto"; see choose_algorithm
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} rank={self.rank} size={self.size}>"
+
+    def _enter(self, name: str, collective: bool, peer=None) -> None:
+        """Record the user's public call `name` (see `_public`)."""
+        if collective:
+            self._ncalls += 1
+        if isinstance(peer, (int, np.integer)) and 0 <= peer < self.size:
+            peer = self.world_ranks[peer]
+        else:
+            peer = None
+        self._api = Call(name, self.cid, self._ncalls if collective else 0, peer,
+                         caller_site())
 
     # ----- the Group surface used by algorithms (collective tag, whole 1-D arrays)
     def p2p_send(self, x, dst):
@@ -107,10 +161,12 @@ class Communicator:
         if not 0 <= tag <= MAX_USER_TAG:
             raise CommArgumentError(f"tag {tag} is not in 0..{MAX_USER_TAG}")
 
+    @_public("comm.send", False, (1, "dest"))
     def send(self, x, dest: int, tag: int = 0) -> None:
         """Send an array (any shape, numpy or ml_dtypes dtype) to `dest`."""
         self.isend(x, dest, tag).wait()
 
+    @_public("comm.isend", False, (1, "dest"))
     def isend(self, x, dest: int, tag: int = 0) -> Request:
         self._check_peer(dest, "destination")
         self._check_tag(tag)
@@ -118,21 +174,25 @@ class Communicator:
         self._call = None
         return self._isend_raw([encode_header(x), x.reshape(-1)], dest, tag)
 
+    @_public("comm.recv", False, (0, "source"))
     def recv(self, source: int, tag: int = 0) -> np.ndarray:
         """Receive the next array sent by `source` with `tag`."""
         return self.irecv(source, tag).wait()
 
+    @_public("comm.irecv", False, (0, "source"))
     def irecv(self, source: int, tag: int = 0) -> Request:
         self._check_peer(source, "source")
         self._check_tag(tag)
+        return Request(lambda: self._finish_irecv(source, tag))
 
-        def finish():
-            self._call = None
-            shape, dtype = decode_header(self._recv_raw(source, tag, None, np.dtype(np.uint8)))
-            return self._recv_raw(source, tag, int(np.prod(shape)), dtype).reshape(shape)
+    @_public("comm.irecv", False, (0, "source"))
+    def _finish_irecv(self, source: int, tag: int) -> np.ndarray:
+        """The receive of `irecv`, run by `Request.wait()` (whose line errors name)."""
+        self._call = None
+        shape, dtype = decode_header(self._recv_raw(source, tag, None, np.dtype(np.uint8)))
+        return self._recv_raw(source, tag, int(np.prod(shape)), dtype).reshape(shape)
 
-        return Request(finish)
-
+    @_public("comm.sendrecv", False, (2, "source"))
     def sendrecv(self, x, dest: int, source: int, tag: int = 0) -> np.ndarray:
         req = self.isend(x, dest, tag)
         out = self.recv(source, tag)
@@ -158,10 +218,10 @@ class Communicator:
 
     @property
     def _current(self) -> str:
-        """The call in progress, as messages name it."""
-        if self._call is None:
-            return "point-to-point"
-        return f"collective #{self._call[0]} {self._call_text()}"
+        """The user's call in progress, as messages name it."""
+        if self._api is None:
+            return "a point-to-point call"
+        return self._api.describe()
 
     def _check_sequence(self, desc: str) -> None:
         """Debug mode: every rank learns every rank's call and all raise the same error."""
@@ -187,6 +247,7 @@ class Communicator:
         return x, np.ascontiguousarray(x).reshape(-1)
 
     # ----- collectives
+    @_public("comm.barrier")
     def barrier(self) -> None:
         """Dissemination barrier (or MPI's own with algorithm native)."""
         self._begin("barrier", None)
@@ -196,6 +257,7 @@ class Communicator:
                               0, empty.dtype)
             k <<= 1
 
+    @_public("comm.bcast")
     def bcast(self, x, root: int = 0, algorithm: str = "tree") -> np.ndarray:
         """Root's array on every rank (others may pass None). Returns a new array."""
         self._check_peer(root, "root")
@@ -212,6 +274,7 @@ class Communicator:
                               int(np.prod(shape)), dtype)
         return flat.reshape(shape).copy()
 
+    @_public("comm.reduce")
     def reduce(self, x, op: str = "sum", root: int = 0, algorithm: str = "tree"):
         """The reduction on `root` (None on other ranks)."""
         check_op(op)
@@ -228,6 +291,7 @@ class Communicator:
             res = res.copy() if self.rank == root else None
         return None if res is None else res.reshape(x.shape)
 
+    @_public("comm.allreduce")
     def allreduce(self, x, op: str = "sum", algorithm: str = "ring", out=None,
                   group_size: int | None = None) -> np.ndarray:
         """The reduction of every rank's `x` on every rank, by a specified-order algorithm.
@@ -287,6 +351,7 @@ class Communicator:
         return ALLREDUCE[algorithm](self, flat, op, out=out,
                                     group_size=group_size or self.node_size)
 
+    @_public("comm.reduce_scatter")
     def reduce_scatter(self, x, op: str = "sum", algorithm: str = "ring") -> np.ndarray:
         """Chunk `rank` (balanced chunking of the flattened x) of the reduction."""
         check_op(op)
@@ -301,6 +366,7 @@ class Communicator:
         full = self._allreduce_flat(flat, op, algorithm, None)
         return ring.split_chunks(full, counts)[self.rank].copy()
 
+    @_public("comm.allgatherv")
     def allgatherv(self, x, counts: list[int] | None = None, algorithm: str = "ring"):
         """Every rank's flat x concatenated in rank order (x may differ in length)."""
         check_algorithm(algorithm, {"ring": None}, self.native_ok)
@@ -319,12 +385,14 @@ class Communicator:
         chunks[self.rank] = flat
         return np.concatenate(ring.allgather(self, chunks, counts, flat.dtype))
 
+    @_public("comm.allgather")
     def allgather(self, x, algorithm: str = "ring") -> np.ndarray:
         """Every rank's x (same shape everywhere) stacked: result[i] is rank i's x."""
         x = np.asarray(x)
         flat = self.allgatherv(x, [x.size] * self.size, algorithm)
         return flat.reshape((self.size, *x.shape))
 
+    @_public("comm.alltoall")
     def alltoall(self, x, algorithm: str = "pairwise") -> np.ndarray:
         """x has shape (size, ...): result[j] is rank j's x[rank] (pairwise exchange)."""
         check_algorithm(algorithm, {"pairwise": None}, self.native_ok)
@@ -344,6 +412,7 @@ class Communicator:
                                          x.dtype).reshape(x.shape[1:])
         return out
 
+    @_public("comm.split")
     def split(self, color: int | None, key: int = 0):
         """Sub-communicator of the ranks with the same color, ordered by (key, rank).
 

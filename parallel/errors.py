@@ -35,3 +35,9 @@ class CommAbortedError(CommError):
 
 class BackendUnavailableError(CommError):
     """The requested backend cannot run here (e.g. mpi4py is not installed)."""
+
+
+class RankFailedError(CommError):
+    """A rank of the local backend ended with SystemExit (`sys.exit()`) or another exit
+    that is not an Exception: ranks are threads, so `launch` raises this instead of ending
+    the caller's process."""

@@ -12,12 +12,37 @@ import os
 from tilepy.parallel.errors import CommArgumentError
 
 LAUNCHER_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
-DEFAULT_TIMEOUT = float(os.environ.get("TILEPY_COMM_TIMEOUT", "120"))
+TIMEOUT_VAR = "TILEPY_COMM_TIMEOUT"
+# Seconds a rank may wait in one communication call for the other ranks (docs/parallel.md,
+# "Timeout"). It bounds how much later than the others a rank may reach a call, not how
+# long ranks compute: long enough for one rank's extra work (evaluating, saving or
+# generating data on rank 0 in the interpreter takes minutes), short enough that a stuck
+# job fails while someone still watches it.
+DEFAULT_TIMEOUT = 300.0
 
 
 def detect_backend() -> str:
     """'mpi' when started by an MPI launcher, else 'local'."""
     return "mpi" if any(v in os.environ for v in LAUNCHER_VARS) else "local"
+
+
+def comm_timeout(timeout: float | None = None) -> float:
+    """The timeout in seconds: `timeout` if given, else TILEPY_COMM_TIMEOUT, else
+    DEFAULT_TIMEOUT. `inf` waits forever."""
+    source = "timeout"
+    if timeout is None:
+        env = os.environ.get(TIMEOUT_VAR, "").strip()
+        if not env:
+            return DEFAULT_TIMEOUT
+        timeout, source = env, f"{TIMEOUT_VAR}={env}"
+    try:
+        value = float(timeout)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not value > 0:  # NaN included
+        raise CommArgumentError(f"{source} is not a positive number of seconds",
+                                hint=f"e.g. {TIMEOUT_VAR}=600 (inf: wait forever)")
+    return value
 
 
 def launch(fn, world_size: int | None = None, *args, backend: str | None = None,
@@ -26,12 +51,15 @@ def launch(fn, world_size: int | None = None, *args, backend: str | None = None,
     """Call fn(comm, *args, **kwargs) on every rank; return the ranks' results in rank order.
 
     backend: 'local' (default outside mpiexec) or 'mpi' (default under mpiexec).
-    timeout: seconds a rank may wait for a peer before the job fails (never a hang).
+    timeout: seconds a rank may wait in one communication call (or, having returned, at
+    the end of launch) for the other ranks before the job fails with an error naming the
+    ranks that did not arrive; default TILEPY_COMM_TIMEOUT, else 300. It limits waiting,
+    not computing: ranks that do the same work arrive together however long it takes.
     debug: check on every collective that all ranks made the same call (default from
     TILEPY_COMM_DEBUG). node_size: ranks per node for hierarchical algorithms.
     """
     backend = backend or detect_backend()
-    timeout = DEFAULT_TIMEOUT if timeout is None else float(timeout)
+    timeout = comm_timeout(timeout)
     debug = os.environ.get("TILEPY_COMM_DEBUG", "") == "1" if debug is None else debug
     if backend == "local":
         from tilepy.parallel import local

@@ -4,8 +4,10 @@ A mailbox is a FIFO per (communicator, source, destination, tag); sends never bl
 pass array references (algorithms never write an array after sending it; user sends copy).
 Allreduce meets in shared memory instead: the ranks post their inputs, each reduces its
 share of the elements into one result in the algorithm's order (plans.py), and all get
-that result read-only. Every wait fails instead of hanging: when a peer failed or exited,
-or after `timeout`.
+that result read-only. Every wait fails instead of hanging: when a peer failed or
+returned, or after `timeout` in one wait (stall.py's errors say which ranks did not arrive
+and where they are: a rank's thread shows where it computes). Ranks are threads, so a
+rank can neither be stopped from outside nor end the process without ending every rank.
 """
 
 from __future__ import annotations
@@ -17,28 +19,35 @@ from collections import deque
 
 import numpy as np
 
-from tilepy.parallel import plans
+from tilepy.parallel import plans, stall
 from tilepy.parallel.comm import DEBUG_TAG, Communicator
 from tilepy.parallel.errors import (
     CollectiveMismatchError,
     CommAbortedError,
-    CommTimeoutError,
-    RankExitedError,
+    RankFailedError,
 )
+from tilepy.parallel.sites import Call, thread_site
 
 POOL_SIZE = 4  # result buffers a world keeps for reuse once nobody references them
+# After a failure, seconds `launch` waits for the ranks still inside a call to stop.
+STOP_GRACE = 1.0
 
 
 class World:
-    """Shared state of one `launch`: mailboxes, the first failure, which ranks exited."""
+    """Shared state of one `launch`: mailboxes, the first failure, which ranks exited, and
+    each rank's thread and communicators (to tell where a rank is)."""
 
     def __init__(self, size: int, timeout: float):
         self.size, self.timeout = size, timeout
         self.lock = threading.Lock()
         self.boxes: dict[tuple, tuple[deque, threading.Condition]] = {}
-        self.failed: tuple[int, BaseException] | None = None
+        self.failed: tuple[int | None, BaseException] | None = None  # rank None: no rank's
         self.failed_at = 0.0
         self.exited = [False] * size
+        self.returned_at: float | None = None  # when the first rank returned normally
+        self.errors: list[BaseException | None] = [None] * size
+        self.idents: list[int | None] = [None] * size
+        self.comms: list[list[LocalComm]] = [[] for _ in range(size)]
         self.meetings: dict[tuple, Meeting] = {}
         self.pool: list[np.ndarray] = []  # raw result buffers, most recent first
 
@@ -55,33 +64,58 @@ class World:
             items.append(item)
             cond.notify()  # only this mailbox's reader wakes
 
-    def get(self, key: tuple, me: int, peer: int, what: str, abortable: bool = True):
-        """Pop the next item of a mailbox; `abortable=False` keeps waiting after a failure
-        elsewhere (the debug check's messages are all sent, so every rank sees them)."""
+    def get(self, key: tuple, comm: LocalComm, peer: int, abortable: bool = True):
+        """Pop the next item of a mailbox (`peer`: the sender's world rank); `abortable=False`
+        keeps waiting after a failure elsewhere (the debug check's messages are all sent,
+        so every rank sees them)."""
         deadline = time.monotonic() + self.timeout
         with self.lock:
             items, cond = self._box(key)
             while True:
                 if items:
                     return items.popleft()
-                self._raise_if_stuck(me, peer, what, deadline, abortable)
+                self._raise_if_stuck(comm, [peer], peer, deadline, abortable)
                 cond.wait(min(1.0, max(deadline - time.monotonic(), 1e-3)))
 
-    def _raise_if_stuck(self, me, peer, what, deadline, abortable) -> None:
+    def _raise_if_stuck(self, comm, needed, peer, deadline, abortable=True) -> None:
+        """Raise if `comm`'s rank cannot stop waiting for the world ranks `needed`: another
+        rank failed, one of them has returned, or `deadline` passed. Call with the lock."""
+        me = comm.members[comm.rank]
         if self.failed is not None and abortable:
-            rank, exc = self.failed
-            raise CommAbortedError(
-                f"rank {me} stopped in {what}: rank {rank} failed with "
-                f"{type(exc).__name__}: {exc}")
-        if self.exited[peer]:
-            raise RankExitedError(
-                f"rank {me} waits for rank {peer} in {what}, but rank {peer} has finished",
-                hint="the ranks called different collectives or point-to-point calls")
-        if time.monotonic() >= deadline:
-            raise CommTimeoutError(
-                f"rank {me} waited {self.timeout:g} s for rank {peer} in {what}",
-                hint="a rank is stuck or called a different collective; raise the timeout "
-                     "if the work between calls is long")
+            raise CommAbortedError(f"rank {me} stopped in {comm._current}: {self.failure()}")
+        gone = any(self.exited[q] for q in needed)
+        if not gone and time.monotonic() < deadline:
+            return
+        call = comm._api or Call("a communication call", comm.cid, 0, peer, None)
+        states = self.states()
+        if gone:
+            raise stall.returned_error(me, call, comm.members, states, peer)
+        raise stall.timeout_error(me, call, comm.members, states, self.timeout, peer)
+
+    def failure(self) -> str:
+        """What stopped the launch, for the other ranks' CommAbortedError."""
+        rank, exc = self.failed
+        what = getattr(exc, "message", None) or str(exc)
+        if rank is None:
+            return f"the launch stopped ({type(exc).__name__}{': ' + what if what else ''})"
+        return f"rank {rank} failed with {type(exc).__name__}" + (f": {what}" if what else "")
+
+    def states(self) -> dict[int, stall.RankState]:
+        """Every rank's state now, read without stopping the ranks (for messages only)."""
+        out = {}
+        for q in range(self.size):
+            comms = list(self.comms[q])
+            seqs = {c.cid: c._ncalls for c in comms}
+            exc = self.errors[q]
+            if exc is not None:
+                out[q] = stall.RankState(q, stall.FAILED, seqs, detail=type(exc).__name__)
+            elif self.exited[q]:
+                out[q] = stall.RankState(q, stall.RETURNED, seqs)
+            else:
+                api = next((c._api for c in comms if c._api is not None), None)
+                out[q] = stall.in_call(q, api, seqs) if api is not None else \
+                    stall.computing(q, thread_site(self.idents[q]), seqs)
+        return out
 
     def _wake_all(self) -> None:
         for _, cond in self.boxes.values():
@@ -97,17 +131,16 @@ class World:
                 m = self.meetings[key] = Meeting(size, threading.Condition(self.lock))
             return m
 
-    def wait_all(self, m: Meeting, field: str, members: list[int], me: int, describe):
-        """Count this rank in `m.<field>` and wait until every rank has; the last one
-        notifies. `describe()` names the call in errors. Call with the lock held."""
+    def wait_all(self, m: Meeting, field: str, comm: LocalComm):
+        """Count `comm`'s rank in `m.<field>` and wait until every rank has; the last one
+        notifies. Call with the lock held."""
         setattr(m, field, getattr(m, field) + 1)
         deadline = time.monotonic() + self.timeout
         if getattr(m, field) == m.size:
             m.cond.notify_all()
         while getattr(m, field) < m.size:
-            peer = members[m.missing(field)]
-            if self.failed is not None or self.exited[peer] or time.monotonic() >= deadline:
-                self._raise_if_stuck(members[me], peer, describe(), deadline, True)
+            needed = [comm.members[i] for i in m.missing(field)]
+            self._raise_if_stuck(comm, needed, needed[0], deadline)
             m.cond.wait(min(1.0, max(deadline - time.monotonic(), 1e-3)))
 
     def acquire(self, nbytes: int) -> np.ndarray:
@@ -126,8 +159,10 @@ class World:
         del self.pool[POOL_SIZE:]
         return raw
 
-    def fail(self, rank: int, exc: BaseException) -> None:
+    def fail(self, rank: int | None, exc: BaseException) -> None:
         with self.lock:
+            if rank is not None:
+                self.errors[rank] = exc
             if self.failed is None or (isinstance(self.failed[1], CommAbortedError)
                                        and not isinstance(exc, CommAbortedError)):
                 self.failed, self.failed_at = (rank, exc), time.monotonic()
@@ -136,6 +171,8 @@ class World:
     def exit(self, rank: int) -> None:
         with self.lock:
             self.exited[rank] = True
+            if self.errors[rank] is None and self.returned_at is None:
+                self.returned_at = time.monotonic()
             self._wake_all()
 
 
@@ -151,10 +188,10 @@ class Meeting:
         self.posted = self.done = 0
         self.raw = None
 
-    def missing(self, field: str) -> int:
-        """The lowest rank that has not yet posted (field "posted") or finished."""
+    def missing(self, field: str) -> list[int]:
+        """The ranks that have not yet posted (field "posted") or finished."""
         seen = self.inputs if field == "posted" else self.finished
-        return next(i for i, v in enumerate(seen) if v is None)
+        return [i for i, v in enumerate(seen) if v is None]
 
 
 class LocalComm(Communicator):
@@ -170,17 +207,18 @@ class LocalComm(Communicator):
     def __init__(self, world: World, ctx: str, rank: int, members: list[int],
                  debug: bool = False, node_size: int | None = None):
         super().__init__(rank, len(members), world.timeout, debug,
-                         node_size or len(members))
+                         node_size or len(members), ctx, members)
         self.world, self.ctx, self.members = world, ctx, members
         self._splits = 0
         self._scratch: dict = {}
+        world.comms[members[rank]].append(self)
 
     def _send_raw(self, x, dst, tag):
         self.world.put((self.ctx, self.rank, dst, tag), x)
 
     def _recv_raw(self, src, tag, count, dtype):
-        got = self.world.get((self.ctx, src, self.rank, tag), self.members[self.rank],
-                             self.members[src], self._current, tag != DEBUG_TAG)
+        got = self.world.get((self.ctx, src, self.rank, tag), self, self.members[src],
+                             tag != DEBUG_TAG)
         if count is not None and (got.size != count or got.dtype != dtype):
             raise self._mismatch(src, count, dtype, f"{got.size} x {got.dtype}")
         return got
@@ -203,12 +241,11 @@ class LocalComm(Communicator):
         m = w.meeting((self.ctx, self._seq), p)
         call = (flat.size, flat.dtype, op, algorithm,
                 group_size if algorithm == "hierarchical" else None)
-        describe = lambda: self._current  # noqa: E731 - formatted only for an error
         with w.lock:
             m.inputs[r], m.calls[r] = flat, call
             if m.posted + 1 == p and all(c == call for c in m.calls):
                 m.raw = w.acquire(flat.nbytes)
-            w.wait_all(m, "posted", self.members, r, describe)
+            w.wait_all(m, "posted", self)
         self._check_calls(m.calls)
         dest = m.raw.view(flat.dtype)
         segments = plans.plan(algorithm, flat.size, p, group_size)
@@ -216,7 +253,7 @@ class LocalComm(Communicator):
         plans.reduce_range(m.inputs, dest, segments, lo, hi, op, self._scratch_rows)
         with w.lock:
             m.finished[r] = True
-            w.wait_all(m, "done", self.members, r, describe)
+            w.wait_all(m, "done", self)
             if w.meetings.get((self.ctx, self._seq)) is m:
                 del w.meetings[(self.ctx, self._seq)]
         return np.frombuffer(memoryview(m.raw).toreadonly(), flat.dtype)
@@ -254,14 +291,13 @@ def run(fn, size: int, timeout: float, debug: bool, node_size: int | None, args,
     """Run fn(comm, *args, **kwargs) on `size` threads; results (or the failure) in order."""
     world = World(size, timeout)
     results: list = [None] * size
-    errors: list = [None] * size
 
     def body(r):
+        world.idents[r] = threading.get_ident()
         comm = LocalComm(world, "world", r, list(range(size)), debug, node_size)
         try:
             results[r] = fn(comm, *args, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - reported to the caller below
-            errors[r] = exc
             world.fail(r, exc)
         finally:
             world.exit(r)
@@ -270,32 +306,71 @@ def run(fn, size: int, timeout: float, debug: bool, node_size: int | None, args,
                for r in range(size)]
     for t in threads:
         t.start()
-    _join(threads, world)
-    return _outcome(results, errors, threads, world, return_exceptions)
+    try:
+        _join(threads, world)
+    except KeyboardInterrupt as exc:  # Ctrl-C: say where every rank is, stop the waiting ones
+        note = "tilepy.parallel: the ranks were interrupted here:\n" + \
+            stall.summary(list(world.states().values()))
+        world.fail(None, exc)
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        raise
+    return _outcome(results, threads, world, return_exceptions)
 
 
 def _join(threads, world: World) -> None:
-    """Wait for every rank; once one failed, wait at most `timeout` more for the rest."""
-    for t in threads:
-        while t.is_alive():
-            t.join(0.05)
-            if world.failed is not None and time.monotonic() - world.failed_at > world.timeout:
+    """Wait for every rank. Once a rank failed, wait at most STOP_GRACE for the ranks still
+    inside a call (they stop at once; a computing rank cannot be stopped from outside).
+    Once a rank returned, the others must return within `timeout`: the end of launch is a
+    collective (on MPI it gathers the results), so the ranks that returned wait there."""
+    while True:
+        alive = [r for r, t in enumerate(threads) if t.is_alive()]
+        if not alive:
+            return
+        threads[alive[0]].join(0.05)
+        now = time.monotonic()
+        if world.failed is not None:
+            states = world.states()
+            if now - world.failed_at > STOP_GRACE or all(
+                    states[r].kind != stall.IN_CALL for r in alive):
                 return
+        elif world.returned_at is not None and now - world.returned_at > world.timeout:
+            states = world.states()
+            done = [r for r in range(len(threads)) if r not in alive]
+            world.fail(None, stall.end_timeout_error(done, [states[r] for r in alive],
+                                                     world.timeout))
 
 
-def _outcome(results, errors, threads, world, return_exceptions):
+def _outcome(results, threads, world: World, return_exceptions: bool):
+    errors = list(world.errors)
+    rank, exc = world.failed if world.failed is not None else (None, None)
     for r, t in enumerate(threads):
-        if t.is_alive():
-            errors[r] = CommTimeoutError(
-                f"rank {r} did not finish within {world.timeout:g} s after rank "
-                f"{world.failed[0]} failed")
+        if t.is_alive() and errors[r] is None:
+            errors[r] = exc if rank is None else CommAbortedError(
+                f"rank {r} was still running when {world.failure()}: a rank's thread "
+                "cannot be stopped from outside; it stops at its next communication call")
     if return_exceptions:
         return [e if e is not None else res for res, e in zip(results, errors)]
-    if world.failed is not None:
-        rank, exc = world.failed
-        if hasattr(exc, "add_note"):
-            exc.add_note(f"(raised on rank {rank} of {len(threads)})")
-        raise exc
+    if exc is not None:
+        raise _for_caller(exc, rank, len(threads))
     return results
 
 
+def _for_caller(exc: BaseException, rank: int | None, size: int) -> BaseException:
+    """The error `launch` raises for a rank's failure: the rank's own exception with a note
+    naming the rank, or, for an exit (SystemExit, KeyboardInterrupt...) that must not end
+    the caller, a RankFailedError naming the rank and the exit."""
+    if rank is None:
+        return exc
+    if isinstance(exc, Exception):
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"(raised on rank {rank} of {size})")
+        return exc
+    what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else \
+        f"raised {type(exc).__name__}"
+    err = RankFailedError(
+        f"rank {rank} of {size} {what}; on the local backend the ranks are threads of this "
+        f"process, so a rank cannot end it",
+        hint="return from the rank's function, or raise an exception")
+    err.__cause__ = exc
+    return err

@@ -1,29 +1,24 @@
 """The `mpi` backend: one rank per process under mpiexec, through mpi4py (imported lazily).
 
-Point-to-point calls move raw bytes (so ml_dtypes arrays travel as they are) and wait by
-polling with a deadline, so a missing peer gives `CommTimeoutError`, never a hang. The
-`native` algorithm calls MPI's own collectives (user-defined ops for narrow floats).
+Point-to-point calls move raw bytes (so ml_dtypes arrays travel as they are). Every
+blocking MPI call runs under the launch's watchdog (watchdog.py), which fails the job
+instead of letting it hang. The `native` algorithm calls MPI's own collectives
+(user-defined ops for narrow floats).
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import sys
-import threading
 import time
 import traceback
 
 import numpy as np
 
-from tilepy.parallel.comm import Communicator
-from tilepy.parallel.errors import (
-    BackendUnavailableError,
-    CommArgumentError,
-    CommError,
-    CommTimeoutError,
-)
+from tilepy.parallel.comm import Communicator, _public
+from tilepy.parallel.errors import BackendUnavailableError, CommArgumentError, CommError
 from tilepy.parallel.ops import combine
+from tilepy.parallel.watchdog import Watchdog
 
 _U8 = np.dtype(np.uint8)
 
@@ -55,50 +50,54 @@ class MpiComm(Communicator):
     native_ok = True
     receives_into = True
 
-    def __init__(self, mcomm, timeout: float, debug: bool, node_size: int):
-        super().__init__(mcomm.Get_rank(), mcomm.Get_size(), timeout, debug, node_size)
-        self.MPI = import_mpi()
-        self.mcomm = mcomm
+    def __init__(self, mcomm, dog: Watchdog, debug: bool, node_size: int, cid: str = "world"):
+        MPI = dog.MPI
+        group = mcomm.Get_group()
+        world_ranks = MPI.Group.Translate_ranks(group, list(range(mcomm.Get_size())), dog.group)
+        group.Free()
+        super().__init__(mcomm.Get_rank(), mcomm.Get_size(), dog.timeout, debug, node_size,
+                         cid, world_ranks)
+        self.MPI, self.mcomm, self.dog = MPI, mcomm, dog
         self._ops: dict = {}
-        self._watch = _Watchdog(lambda: abort(self, self._timeout(None)))
+        self._armed: tuple | None = None  # (since, world ranks waited for or None: all)
+        self._splits = 0
+        dog.register(self)
 
-    # ----- blocking MPI calls under the watchdog (a missing peer aborts the job after
-    # `timeout` with CommTimeoutError instead of hanging; mpi4py releases the GIL in them)
-    def _guarded(self, call, *args):
-        self._watch.arm(self.timeout)
+    # ----- blocking MPI calls under the watchdog (mpi4py releases the GIL in them)
+    def _guarded(self, call, peers, *args):
+        """Run a blocking MPI call; `peers`: the world ranks it waits for (None: all)."""
+        self._armed = (time.monotonic(), peers)
         try:
             return call(*args)
         except self.MPI.Exception as exc:
             raise CommError(f"rank {self.rank}: MPI error in {self._current}: {exc}") from None
         finally:
-            self._watch.disarm()
+            self._armed = None
 
-    def _timeout(self, peer) -> CommTimeoutError:
-        who = "the other ranks" if peer is None else f"rank {peer}"
-        return CommTimeoutError(
-            f"rank {self.rank} waited {self.timeout:g} s for {who} in {self._current}",
-            hint="a rank is stuck or called a different collective")
+    def _peer(self, rank: int) -> tuple[int]:
+        return (self.world_ranks[rank],)
 
     # ----- raw point to point (bytes)
     def _send_raw(self, x, dst, tag):
-        self._guarded(self.mcomm.Send, [_bytes(x), self.MPI.BYTE], dst, tag)
+        self._guarded(self.mcomm.Send, self._peer(dst), [_bytes(x), self.MPI.BYTE], dst, tag)
 
     def _isend_raw(self, parts, dst, tag):
         from tilepy.parallel.comm import Request
         bufs = [_bytes(p) for p in parts]
         reqs = [self.mcomm.Isend([b, self.MPI.BYTE], dst, tag) for b in bufs]
-        return Request(lambda: self._guarded(self.MPI.Request.Waitall, reqs) and None)
+        return Request(lambda: self._guarded(self.MPI.Request.Waitall, self._peer(dst), reqs)
+                       and None)
 
     def _recv_into(self, src, tag, count, dtype, post_send=None):
         """Receive `count` items (None: whatever was sent) from src; check the size."""
         status = self.MPI.Status()
         if count is None:
-            self._guarded(self.mcomm.Probe, src, tag, status)
+            self._guarded(self.mcomm.Probe, self._peer(src), src, tag, status)
             count = status.Get_count(self.MPI.BYTE) // dtype.itemsize
         out = np.empty(count, dtype)
         try:
-            self._guarded(self.mcomm.Recv, [out.view(np.uint8), self.MPI.BYTE], src, tag,
-                          status)
+            self._guarded(self.mcomm.Recv, self._peer(src), [out.view(np.uint8), self.MPI.BYTE],
+                          src, tag, status)
         except CommError:
             raise self._mismatch(src, count, dtype, "a longer message") from None
         got = status.Get_count(self.MPI.BYTE)
@@ -114,12 +113,13 @@ class MpiComm(Communicator):
         if count is None:
             req = self.mcomm.Isend([_bytes(x), self.MPI.BYTE], dst, tag)
             out = self._recv_into(src, tag, None, dtype)
-            self._guarded(req.Wait)
+            self._guarded(req.Wait, self._peer(dst))
             return out
         out = into if into is not None and into.size == count else np.empty(count, dtype)
         status = self.MPI.Status()
         try:
-            self._guarded(self.mcomm.Sendrecv, [_bytes(x), self.MPI.BYTE], dst, tag,
+            self._guarded(self.mcomm.Sendrecv, self._peer(dst) + self._peer(src),
+                          [_bytes(x), self.MPI.BYTE], dst, tag,
                           [out.view(np.uint8), self.MPI.BYTE], src, tag, status)
         except CommError:
             raise self._mismatch(src, count, dtype, "a longer message") from None
@@ -130,11 +130,15 @@ class MpiComm(Communicator):
     def _make_sub(self, members, color):
         raise AssertionError("split is native on MPI")
 
+    @_public("comm.split")
     def split(self, color, key=0):
-        sub = self.mcomm.Split(self.MPI.UNDEFINED if color is None else int(color), int(key))
+        self._splits += 1
+        c = self.MPI.UNDEFINED if color is None else int(color)
+        sub = self._guarded(self.mcomm.Split, None, c, int(key))
         if sub == self.MPI.COMM_NULL:
             return None
-        return MpiComm(sub, self.timeout, self.debug, min(self.node_size, sub.Get_size()))
+        return MpiComm(sub, self.dog, self.debug, min(self.node_size, sub.Get_size()),
+                       f"{self.cid}/{self._splits}:{c}")
 
     # ----- native collectives: MPI's own blocking calls (its selection and CVARs apply)
     def _mpi_op(self, op: str, dtype: np.dtype):
@@ -168,24 +172,25 @@ class MpiComm(Communicator):
     def _native_allreduce(self, flat, op, out=None):
         mt, mop = self._mpi_op(op, flat.dtype)
         out = np.empty_like(flat) if out is None else out  # MPI writes the caller's buffer
-        self._guarded(self.mcomm.Allreduce, self._typed(flat, mt), self._typed(out, mt), mop)
+        self._guarded(self.mcomm.Allreduce, None, self._typed(flat, mt), self._typed(out, mt), mop)
         return out
 
     def _native_reduce(self, flat, op, root):
         mt, mop = self._mpi_op(op, flat.dtype)
         out = np.empty_like(flat)
-        self._guarded(self.mcomm.Reduce, self._typed(flat, mt), self._typed(out, mt), mop, root)
+        self._guarded(self.mcomm.Reduce, None, self._typed(flat, mt), self._typed(out, mt), mop,
+                      root)
         return out if self.rank == root else None
 
     def _native_bcast(self, arr, root, shape, dtype):
         buf = arr.reshape(-1).copy() if arr is not None else np.empty(int(np.prod(shape)), dtype)
-        self._guarded(self.mcomm.Bcast, [buf.view(np.uint8), self.MPI.BYTE], root)
+        self._guarded(self.mcomm.Bcast, None, [buf.view(np.uint8), self.MPI.BYTE], root)
         return buf
 
     def _native_reduce_scatter(self, flat, op, counts):
         mt, mop = self._mpi_op(op, flat.dtype)
         out = np.empty(counts[self.rank], flat.dtype)
-        self._guarded(self.mcomm.Reduce_scatter, self._typed(flat, mt), self._typed(out, mt),
+        self._guarded(self.mcomm.Reduce_scatter, None, self._typed(flat, mt), self._typed(out, mt),
                       counts, mop)
         return out
 
@@ -194,37 +199,15 @@ class MpiComm(Communicator):
         out = np.empty(sum(counts), flat.dtype)
         nb = [c * k for c in counts]
         displs = [sum(nb[:i]) for i in range(len(nb))]
-        self._guarded(self.mcomm.Allgatherv, [_bytes(flat), self.MPI.BYTE],
+        self._guarded(self.mcomm.Allgatherv, None, [_bytes(flat), self.MPI.BYTE],
                       [out.view(np.uint8), (nb, displs), self.MPI.BYTE])
         return out
 
     def _native_alltoall(self, x):
         out = np.empty_like(x)
-        self._guarded(self.mcomm.Alltoall, [_bytes(x), self.MPI.BYTE],
+        self._guarded(self.mcomm.Alltoall, None, [_bytes(x), self.MPI.BYTE],
                       [out.reshape(-1).view(np.uint8), self.MPI.BYTE])
         return out
-
-
-class _Watchdog:
-    """One daemon thread per communicator, polling at 20 Hz: calls `on_expire` when a
-    blocking call armed with a deadline is still running after it. Arming is one store."""
-
-    def __init__(self, on_expire):
-        self.on_expire, self.deadline = on_expire, None
-        threading.Thread(target=self._run, daemon=True, name="tilepy-mpi-watchdog").start()
-
-    def arm(self, timeout: float) -> None:
-        self.deadline = time.monotonic() + timeout
-
-    def disarm(self) -> None:
-        self.deadline = None
-
-    def _run(self):
-        while True:
-            time.sleep(0.05)
-            d = self.deadline
-            if d is not None and time.monotonic() >= d:
-                self.on_expire()
 
 
 _BUILTIN_TYPES = {  # keyed by dtype (dtype.name is slow: ~10 us per call)
@@ -236,39 +219,43 @@ _BUILTIN_TYPES = {  # keyed by dtype (dtype.name is slow: ~10 us per call)
 _INT_VIEW = {1: np.uint8, 2: np.uint16}
 
 
-def world(timeout: float, debug: bool, node_size: int | None) -> MpiComm:
+def world(dog: Watchdog, debug: bool, node_size: int | None) -> MpiComm:
     """A communicator over MPI_COMM_WORLD (a duplicate, so user MPI calls cannot interfere)."""
-    MPI = import_mpi()
-    w = MPI.COMM_WORLD
+    w = dog.MPI.COMM_WORLD
     if node_size is None:
-        node = w.Split_type(MPI.COMM_TYPE_SHARED)
+        node = w.Split_type(dog.MPI.COMM_TYPE_SHARED)
         node_size = node.Get_size()
         node.Free()
-    return MpiComm(w.Dup(), timeout, debug, node_size)
+    return MpiComm(w.Dup(), dog, debug, node_size)
 
 
 def run(fn, world_size, timeout, debug, node_size, args, kwargs):
-    """Run this process's rank; on any error print it and abort the whole job."""
-    comm = world(timeout, debug, node_size)
+    """Run this process's rank; on any error print it and abort the whole job. The results
+    are gathered once every rank has returned (a rank that returns while others still
+    wait for it in a call fails the job with RankExitedError, see watchdog.py)."""
+    MPI = import_mpi()
+    dog = Watchdog(MPI, timeout, lambda exc: abort(MPI, exc))
+    comm = world(dog, debug, node_size)
     try:
         if world_size is not None and int(world_size) != comm.size:
             raise CommArgumentError(
                 f"launch asked for world_size={world_size} but mpiexec started {comm.size} "
                 "ranks", hint=f"run with mpiexec -n {world_size}, or pass world_size=None")
         result = fn(comm, *args, **kwargs)
-        blob = np.frombuffer(pickle.dumps(result), np.uint8).copy()
-        gathered = comm.allgatherv(blob)
-        counts = comm.allgather(np.array([blob.size], np.int64)).reshape(-1)
-        offs = np.concatenate([[0], np.cumsum(counts)])
-        return [pickle.loads(gathered[offs[i]:offs[i + 1]].tobytes()) for i in range(comm.size)]
+        dog.finish()
+        results = dog.gather(result)
+        comm.mcomm.Free()
+        return results
     except BaseException as exc:
-        abort(comm, exc)
+        abort(MPI, exc)
 
 
-def abort(comm: MpiComm, exc: BaseException) -> None:
+def abort(MPI, exc: BaseException) -> None:
     """Print the error as this rank's and end every rank of the job (exit code 1)."""
-    sys.stderr.write(f"tilepy.parallel: rank {comm.rank} of {comm.size} failed:\n")
+    w = MPI.COMM_WORLD
+    sys.stderr.write(f"tilepy.parallel: rank {w.Get_rank()} of {w.Get_size()} failed:\n")
     traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     sys.stderr.flush()
     time.sleep(float(os.environ.get("TILEPY_ABORT_GRACE", "0.5")))  # let other ranks print
-    comm.MPI.COMM_WORLD.Abort(1)
+    w.Abort(1)
+    os._exit(1)  # MPICH's MPI_Abort may return before the launcher ends this process

@@ -106,9 +106,27 @@ def order(comm):
 
 def straggler(comm):
     if comm.rank == 1:
-        time.sleep(30)
+        time.sleep(30)  # straggles
     alg = os.environ.get("TILEPY_STRAGGLER_ALG", "ring")
-    return comm.allreduce(np.ones(3), algorithm=alg).tolist()
+    return comm.allreduce(np.ones(3), algorithm=alg).tolist()  # waits for the straggler
+
+
+def early(comm):
+    if comm.rank == 0:
+        return None
+    return comm.allreduce(np.ones(3)).tolist()  # skipped by rank 0
+
+
+def late(comm):
+    if comm.rank == 1:
+        time.sleep(30)  # returns late
+    return comm.rank
+
+
+def died(comm):
+    if comm.rank == 1:
+        os._exit(3)
+    return comm.allreduce(np.ones(3)).tolist()  # waits for the dead rank
 
 
 def crash(comm):
@@ -118,7 +136,7 @@ def crash(comm):
 
 
 PROGRAMS = {f.__name__: f for f in (algorithms, api, native, replay, mismatch, order,
-                                    straggler, crash)}
+                                    straggler, crash, early, late, died)}
 
 if __name__ == "__main__":
     results = tp.launch(PROGRAMS[sys.argv[1]])

@@ -29,11 +29,19 @@ def mpiexec() -> str:
     return str(exe)
 
 
-def run_mpi(name: str, p: int, limit: float = 60.0, env: dict | None = None):
+def run_mpi(name: str, p: int, limit: float = 60.0, env: dict | None = None,
+            options: tuple = ()):
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), "TILEPY_COMM_TIMEOUT": "20",
                 "TILEPY_ABORT_GRACE": "0.3", **(env or {})}
-    return subprocess.run([mpiexec(), "-n", str(p), sys.executable, str(PROGRAM), name],
-                          capture_output=True, text=True, timeout=limit, env=full_env)
+    return subprocess.run([mpiexec(), *options, "-n", str(p), sys.executable, str(PROGRAM),
+                           name], capture_output=True, text=True, timeout=limit, env=full_env)
+
+
+def site(tag: str) -> str:
+    """'<mpi_programs.py>:<line>' of the line of mpi_programs.py ending with `# tag`."""
+    with open(PROGRAM) as f:
+        n = next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# {tag}"))
+    return f"{PROGRAM}:{n}"
 
 
 def result(proc) -> list:
@@ -129,11 +137,45 @@ def test_collective_order_mismatch_in_debug_mode_reported_by_every_rank():
 
 
 @pytest.mark.parametrize("alg", ["ring", "native"])
-def test_straggler_gives_timeout_not_hang(alg):
-    env = {"TILEPY_COMM_TIMEOUT": "1.5", "TILEPY_STRAGGLER_ALG": alg}
+def test_straggler_gives_timeout_naming_it_not_hang(alg):
+    env = {"TILEPY_COMM_TIMEOUT": "1", "TILEPY_STRAGGLER_ALG": alg}
     proc = run_mpi("straggler", 3, limit=30, env=env)
     assert proc.returncode != 0
-    assert "CommTimeoutError" in proc.stderr and "waited 1.5 s" in proc.stderr
+    err = proc.stderr
+    assert "CommTimeoutError: " + site("waits for the straggler") + ": rank 1 did not reach " \
+           "comm.allreduce (collective #1 on the world communicator) within 1 s: ranks 0 " \
+           "and 2 wait there for it. rank 1 is computing at " + site("straggles") + \
+           " (in straggler)" in err
+    assert "TILEPY_COMM_TIMEOUT=SECONDS" in err
+
+
+def test_a_rank_that_returns_early_is_named_with_the_call_it_skipped():
+    proc = run_mpi("early", 3, limit=30)
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert "RankExitedError: " + site("skipped by rank 0") + ": rank 0 returned from its " \
+           "function without making comm.allreduce (collective #1 on the world " \
+           "communicator), where rank" in err
+    assert "allgatherv" not in err and "CommTimeoutError" not in err
+
+
+def test_the_end_of_launch_waits_at_most_the_timeout():
+    proc = run_mpi("late", 3, limit=30, env={"TILEPY_COMM_TIMEOUT": "1"})
+    assert proc.returncode != 0
+    assert "CommTimeoutError: " + site("returns late") + ": rank 1 did not return within " \
+           "1 s after ranks 0 and 2 returned. rank 1 is computing at" in proc.stderr
+
+
+def test_a_dead_rank_is_named_when_mpiexec_lets_the_others_live():
+    # By default MPICH's mpiexec kills every rank at once when one ends without
+    # MPI_Finalize (no rank can print); -disable-auto-cleanup keeps the others running.
+    proc = run_mpi("died", 3, limit=30, options=("-disable-auto-cleanup",))
+    assert proc.returncode != 0
+    assert "rank 1's process (pid " in proc.stderr
+    assert "ended without a message (os._exit, a signal, or a crash in native code), while " \
+           "rank 0 waits in comm.allreduce (collective #1 on the world communicator)" \
+           in proc.stderr
+    assert "CommTimeoutError" not in proc.stderr
 
 
 def test_local_backend_rejects_native():
