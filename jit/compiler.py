@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilepy.errors import ArgumentError, LoweringError, TilepyError
-from tilepy.ir.stmt import Breakpoint, PrimFunc, walk
+from tilepy.ir.stmt import Breakpoint, PrimFunc, walk, written_params
 from tilepy.jit import diskcache
 from tilepy.jit.lower import Lowered, lower
 from tilepy.jit.runtime import numba_namespace, py_namespace
@@ -162,13 +162,16 @@ def _view_dtype(p):
 
 
 def signature(func: PrimFunc):
-    """The Numba signature of a kernel: C arrays of the storage dtypes, then int64 sizes."""
+    """The Numba signature of a kernel: C arrays of the storage dtypes (read-only for the
+    parameters the kernel does not write, so read-only inputs are accepted; a writable
+    array converts to that type), then int64 sizes."""
     from numba import from_dtype, types
 
-    arrs = []
+    arrs, written = [], written_params(func)
     for p in func.params:
         np_dt = p.dtype.storage if storage_codec(p.dtype) is not None else p.dtype.np_dtype
-        arrs.append(types.Array(from_dtype(np.dtype(np_dt)), p.ndim, "C"))
+        arrs.append(types.Array(from_dtype(np.dtype(np_dt)), p.ndim, "C",
+                                readonly=p.name not in written))
     return types.none(*arrs, *([types.int64] * len(func.sizes)))
 
 
