@@ -17,6 +17,7 @@ from tilepy.errors import ArgumentError, LoweringError, TilepyError
 from tilepy.ir.stmt import Breakpoint, PrimFunc, walk, written_params
 from tilepy.jit import diskcache
 from tilepy.jit.lower import Lowered, lower
+from tilepy.jit.notes import compiling
 from tilepy.jit.runtime import numba_namespace, py_namespace
 from tilepy.jit.scalars import storage_codec
 from tilepy.precision.numba_target import configure
@@ -140,7 +141,9 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool, fuse: bool) -> Com
         for name in low.blocks:  # plain njit functions, typed at the launch's call
             if not hasattr(g[name], "py_func"):
                 g[name] = numba.njit(error_model="numpy", cache=disk, **extra)(g[name])
-        fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast)
+        cached = disk and diskcache.has_machine_code(path, low.entry)
+        with compiling(func.name + (" [fast]" if fast else ""), cached):
+            fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast)
     views = tuple(_view_dtype(p) for p in func.params)
     return CompiledKernel(func, low.source, tier, fast, path, fn, low.args, views,
                           low.blas_in_blocks)
