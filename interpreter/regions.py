@@ -1,8 +1,9 @@
 """Reading and writing regions (tiles) of buffers for the tile ops, for a batch of blocks.
 
-Owns the region rules: global edge tiles (outside reads give 0, outside writes are
-dropped), errors for a start outside a global buffer or any local region outside its
-buffer, and the sanitizer bookkeeping of tile accesses. Values stay in storage dtypes.
+Owns the region rules: each element of a global region outside its buffer reads as 0 and
+takes no write (an edge tile, a region starting outside, a buffer with a dimension of 0:
+TileLang's safe-memory-access rule), any part of a local region outside its buffer is an
+error, and the sanitizer bookkeeping of tile accesses. Values stay in storage dtypes.
 """
 
 from __future__ import annotations
@@ -70,14 +71,14 @@ def _full_starts(t: Tile) -> tuple:
 
 
 def _check_starts(ctx: Ctx, t: Tile, shape, local: bool, what: str) -> bool:
-    """Raise for a start outside the buffer (or, for a local buffer, any part outside).
-    Returns whether the whole tile is inside (False: a global edge tile)."""
+    """Raise for any part of a local region outside its buffer. Returns whether the whole
+    tile is inside (False: a global tile with elements outside, which read 0)."""
     inside = True
     for d, (s, e, n) in enumerate(zip(t.starts, t.ext, shape)):
         lo, hi = (int(s.min()), int(s.max())) if s.size else (0, 0)
-        if lo < 0 or hi >= n or (local and hi + e > n):
+        if local and (lo < 0 or hi >= n or hi + e > n):
             _raise_region(ctx, t, shape, d, local, what)
-        if hi + e > n:
+        if lo < 0 or hi + e > n:
             inside = False
     return inside
 
@@ -109,20 +110,23 @@ def read(ctx: Ctx, t: Tile) -> np.ndarray:
         return np.broadcast_to(arr[key][None], (t.n,) + t.ext)
     if inside:
         return Windows(t.ext, _full_starts(t)).get(arr)
+    if arr.size == 0:  # a dimension of 0: every element is outside
+        return np.zeros((t.n,) + t.ext, arr.dtype)
     idx, valid = _edge_index(t, arr.shape)
     out = arr[idx]
     return np.where(valid, out, np.zeros((), out.dtype))
 
 
 def _edge_index(t: Tile, shape):
-    """Clipped open-grid indices (n, ..., e_d, ...) and the in-range mask of an edge tile."""
+    """Clipped open-grid indices (n, ..., e_d, ...) and the in-range mask of a tile with
+    elements outside its buffer."""
     nd = len(t.ext)
     idx, valid = [], True
     for d, (s, e) in enumerate(zip(_full_starts(t), t.ext)):
-        i = s.reshape((t.n,) + (1,) * nd) + np.arange(e).reshape(
+        i = s.astype(np.int64).reshape((t.n,) + (1,) * nd) + np.arange(e).reshape(
             (1,) + (1,) * d + (e,) + (1,) * (nd - d - 1))
-        valid = valid & (i < shape[d])
-        idx.append(np.minimum(i, shape[d] - 1))
+        valid = valid & (i >= 0) & (i < shape[d])
+        idx.append(np.clip(i, 0, max(shape[d] - 1, 0)))
     return tuple(idx), np.broadcast_to(valid, (t.n,) + t.ext)
 
 
@@ -170,7 +174,8 @@ def _trace(ctx: Ctx, t: Tile, shape, listener, kind: str) -> None:
         return
     for j in range(t.n):
         starts = tuple(int(np.broadcast_to(s, (t.n,))[j]) for s in t.starts)
-        inside = int(np.prod([max(0, min(e, n - s)) for s, e, n in zip(starts, t.ext, shape)]))
+        inside = int(np.prod([max(0, min(s + e, n) - max(s, 0))
+                              for s, e, n in zip(starts, t.ext, shape)]))
         ev = Access(ctx.block_coords(int(ctx.lin[t.pos[j]])), t.buf.name, starts, t.ext,
                     inside, inside * t.buf.dtype.itemsize, ctx.loc, t.op)
         (listener.on_load if kind == "load" else listener.on_store)(ev)

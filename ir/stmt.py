@@ -234,3 +234,22 @@ def walk(body: Body):
         elif isinstance(s, If):
             yield from walk(s.then_body)
             yield from walk(s.else_body)
+
+
+def written_params(func: PrimFunc) -> frozenset[str]:
+    """The names of the parameters a kernel may write: store targets, tile-op destinations
+    (copy, fill, gemm's C, reduce, cumsum) and atomic adds, through re-views to their root."""
+    out = set()
+    for s in walk(func.body):
+        if isinstance(s, Store):
+            buf = s.buffer
+        elif isinstance(s, (Copy, Fill, Reduce, Cumsum, AtomicAdd)):
+            buf = s.dst.buffer
+        elif isinstance(s, Gemm):
+            buf = s.c.buffer
+        else:
+            continue
+        while buf.data is not None:
+            buf = buf.data
+        out.add(buf.name)
+    return frozenset(out & {p.name for p in func.params})

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilepy.errors import ArgumentError, LoweringError, TilepyError
-from tilepy.ir.stmt import Breakpoint, PrimFunc, walk
+from tilepy.ir.stmt import Breakpoint, PrimFunc, walk, written_params
 from tilepy.jit import diskcache
 from tilepy.jit.lower import Lowered, lower
+from tilepy.jit.notes import compiling
 from tilepy.jit.runtime import numba_namespace, py_namespace
 from tilepy.jit.scalars import storage_codec
 from tilepy.precision.numba_target import configure
@@ -140,7 +141,9 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool, fuse: bool) -> Com
         for name in low.blocks:  # plain njit functions, typed at the launch's call
             if not hasattr(g[name], "py_func"):
                 g[name] = numba.njit(error_model="numpy", cache=disk, **extra)(g[name])
-        fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast)
+        cached = disk and diskcache.has_machine_code(path, low.entry)
+        with compiling(func.name + (" [fast]" if fast else ""), cached):
+            fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast)
     views = tuple(_view_dtype(p) for p in func.params)
     return CompiledKernel(func, low.source, tier, fast, path, fn, low.args, views,
                           low.blas_in_blocks)
@@ -162,13 +165,16 @@ def _view_dtype(p):
 
 
 def signature(func: PrimFunc):
-    """The Numba signature of a kernel: C arrays of the storage dtypes, then int64 sizes."""
+    """The Numba signature of a kernel: C arrays of the storage dtypes (read-only for the
+    parameters the kernel does not write, so read-only inputs are accepted; a writable
+    array converts to that type), then int64 sizes."""
     from numba import from_dtype, types
 
-    arrs = []
+    arrs, written = [], written_params(func)
     for p in func.params:
         np_dt = p.dtype.storage if storage_codec(p.dtype) is not None else p.dtype.np_dtype
-        arrs.append(types.Array(from_dtype(np.dtype(np_dt)), p.ndim, "C"))
+        arrs.append(types.Array(from_dtype(np.dtype(np_dt)), p.ndim, "C",
+                                readonly=p.name not in written))
     return types.none(*arrs, *([types.int64] * len(func.sizes)))
 
 

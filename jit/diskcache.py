@@ -1,16 +1,20 @@
 """The disk cache: generated kernel modules as real files, so Numba's `cache=True` can keep
 their machine code between processes (exec'd code has no cache locator).
 
-Owns the folder (TILEPY_CACHE_DIR, else the user cache dir), the key (source, tier,
-options, and the tilepy/numba/llvmlite/numpy/python versions plus this package's own
-sources), atomic writes, and purging a corrupted entry. Never decides what is compiled.
+Owns the folder (TILEPY_CACHE_DIR, else the user cache dir; a folder that cannot be
+written is replaced by a temporary one, with one warning), the key (source, tier, options,
+and the tilepy/numba/llvmlite/numpy/python versions plus this package's own sources),
+atomic writes, and purging a corrupted entry. Never decides what is compiled.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
+import logging
 import os
+import shutil
 import sys
 import tempfile
 from functools import lru_cache
@@ -23,12 +27,43 @@ _PRECISION = ("codecs.py", "codecs64.py", "codespec.py", "formats.py")
 
 
 def cache_dir() -> Path:
-    """TILEPY_CACHE_DIR, else $XDG_CACHE_HOME/tilepy, else ~/.cache/tilepy; then jit/."""
+    """TILEPY_CACHE_DIR, else $XDG_CACHE_HOME/tilepy, else ~/.cache/tilepy; then jit/.
+    Where that folder cannot be made or written, a temporary folder for this process."""
     root = os.environ.get("TILEPY_CACHE_DIR")
     if not root:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
         root = os.path.join(base, "tilepy")
-    return Path(root) / "jit"
+    return _usable(Path(root) / "jit")
+
+
+@lru_cache(maxsize=None)
+def _usable(folder: Path) -> Path:
+    """`folder` if files can be written in it, else a fresh temporary folder (one warning
+    per folder and process, on the "tilepy" logger)."""
+    problem = _unwritable(folder)
+    if problem is None:
+        return folder
+    temp = tempfile.mkdtemp(prefix="tilepy-cache-")  # private to this user
+    atexit.register(shutil.rmtree, temp, ignore_errors=True)
+    fallback = Path(temp) / "jit"
+    fallback.mkdir()
+    logging.getLogger("tilepy").warning(
+        "tilepy: the JIT cache folder %s cannot be written (%s); compiled kernels are "
+        "cached in %s for this process instead. Set TILEPY_CACHE_DIR to a writable folder "
+        "to keep them between runs.", folder, problem, fallback)
+    return fallback
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why no file can be written in `folder` (made if missing), or None."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return e.strerror or type(e).__name__
+    return None
 
 
 def enabled() -> bool:
@@ -94,6 +129,13 @@ def _write_once(path: Path, source: str) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(source)
     os.replace(tmp, path)
+
+
+def has_machine_code(path: str, entry: str) -> bool:
+    """Whether Numba's cache holds an index for the function `entry` of the module at
+    `path` (then compiling it loads machine code instead of compiling)."""
+    p = Path(path)
+    return any((p.parent / "__pycache__").glob(f"{p.stem}.{entry}-*.nbi"))
 
 
 def purge(path: str) -> bool:

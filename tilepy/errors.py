@@ -97,3 +97,9 @@ class UninitializedReadError(KernelRuntimeError):
 
 class RaceError(KernelRuntimeError):
     """Two blocks wrote the same global element without an atomic."""
+
+
+class SizeError(TilepyError):
+    """A block, tile or grid size that no launch can run: a block or tile size of 0 or
+    below, a grid extent below 0, a block-local buffer larger than this machine's memory.
+    Raised when the kernel is built where the size is known then, else when it is called."""

@@ -19,8 +19,9 @@ from tilepy.frontend.source import environment, read_source
 from tilepy.frontend.translate import Translator
 from tilepy.ir.expr import Buffer, Call, Const, Expr, Var
 from tilepy.ir.ops import reference
-from tilepy.ir.stmt import Launch, PrimFunc
+from tilepy.ir.stmt import Launch, PrimFunc, written_params
 from tilepy.language import TensorSpec
+from tilepy.limits import check_built, check_call
 
 
 class IRText(str):
@@ -43,6 +44,7 @@ class Kernel:
         from tilepy.ir.verify import verify
 
         verify(func)  # a front-end bug must never reach a backend
+        check_built(func)  # block and tile sizes no launch can run
         n = len(func.params)
         idx = out_idx if isinstance(out_idx, (list, tuple)) else [out_idx]
         self.func = func.__class__(**{**func.__dict__, "out_idx": tuple(
@@ -134,6 +136,7 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
     for buf, arr in zip(inputs, args):
         arrays[buf.name] = _check_array(func, buf, arr, sizes, loc)
     _bind_derived(func, inputs, args, sizes, loc)
+    check_call(func, sizes, eval_index)
     for i in func.out_idx:
         buf = func.params[i]
         arrays[buf.name] = np.zeros(_output_shape(func, buf, sizes, loc), buf.dtype.np_dtype)
@@ -142,9 +145,7 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
 
 def _check_array(func, buf: Buffer, arr, sizes: dict, loc: Loc) -> np.ndarray:
     who = f"{func.name}: argument {buf.name}"
-    if not isinstance(arr, np.ndarray):
-        raise ArgumentError(f"{who} must be a numpy array; got {type(arr).__name__}", loc,
-                            hint="convert with np.asarray(x) (torch: x.numpy())")
+    arr = _plain_array(who, arr, loc)
     if arr.dtype != buf.dtype.np_dtype:
         raise ArgumentError(f"{who} expected dtype {buf.dtype}; got {arr.dtype}", loc,
                             hint=f"convert with x.astype(tilepy.dtype('{buf.dtype}').np_dtype)"
@@ -158,6 +159,7 @@ def _check_array(func, buf: Buffer, arr, sizes: dict, loc: Loc) -> np.ndarray:
             raise ArgumentError(f"{who} expected shape {_shape_text(buf)}; got {arr.shape} "
                                 f"(dimension {dim} differs)", loc)
         if isinstance(want, Var):
+            _check_fits(who, want, dim, got, loc)
             if sizes.setdefault(want.name, got) != got:
                 raise ArgumentError(
                     f"{who} has {want.name} = {got} in dimension {dim}, but an earlier "
@@ -166,7 +168,41 @@ def _check_array(func, buf: Buffer, arr, sizes: dict, loc: Loc) -> np.ndarray:
     if not arr.flags.c_contiguous:
         raise ArgumentError(f"{who} must be C-contiguous (row-major)", loc,
                             hint="pass np.ascontiguousarray(x)")
+    if not arr.flags.aligned:
+        raise ArgumentError(f"{who} must be aligned to its dtype's size ({arr.itemsize} "
+                            "bytes)", loc, hint="pass a copy: x.copy()")
+    if not arr.flags.writeable and buf.name in written_params(func):
+        raise ArgumentError(f"{who} is read-only, but the kernel writes it", loc,
+                            hint="pass a writable array (x.copy()); arrays the kernel only "
+                                 "reads may be read-only")
     return arr
+
+
+def _plain_array(who: str, arr, loc: Loc) -> np.ndarray:
+    """`arr` as a plain ndarray (a view of an ndarray subclass such as np.memmap); masked
+    arrays and np.matrix are refused: a kernel sees neither a mask nor matrix indexing."""
+    if isinstance(arr, np.ma.MaskedArray):
+        raise ArgumentError(f"{who} is a masked array; a kernel reads every element and "
+                            "has no use for a mask", loc,
+                            hint="pass x.filled(value) (or np.ma.getdata(x) for the raw data)")
+    if isinstance(arr, np.matrix):
+        raise ArgumentError(f"{who} is an np.matrix; expected an ndarray", loc,
+                            hint="pass np.asarray(x)")
+    if not isinstance(arr, np.ndarray):
+        raise ArgumentError(f"{who} must be a numpy array; got {type(arr).__name__}", loc,
+                            hint="convert with np.asarray(x) (torch: x.numpy())")
+    return arr if type(arr) is np.ndarray else arr.view(np.ndarray)
+
+
+def _check_fits(who: str, size: Var, dim: int, got: int, loc: Loc) -> None:
+    """A dimension must fit the integer type of the size it binds (int32 by default)."""
+    hi = int(np.iinfo(size.dtype.np_dtype).max)
+    if got > hi:
+        raise ArgumentError(
+            f"{who} has {got} elements in dimension {dim}, more than the size {size.name} "
+            f"({size.dtype}) can hold (at most {hi})", loc,
+            hint=f'declare {size.name} = T.symbolic("{size.name}", "int64") and compute '
+                 'indices into that dimension in int64 (e.g. T.cast(bx, "int64") * block)')
 
 
 def _free_vars(e: Expr, sizes: dict) -> set[str]:

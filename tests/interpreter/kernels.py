@@ -259,17 +259,6 @@ def oob_load(n, block):
     return k
 
 
-def oob_region(n):
-    @T.prim_func
-    def k(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
-        with T.Kernel(2) as bx:
-            t = T.alloc_fragment((8,), "float32")
-            T.copy(X[bx * n + 4], t)  # planted: block 1 starts past the end
-            T.copy(t, Y[0])
-
-    return k
-
-
 def oob_local(block):
     @T.prim_func
     def k(X: T.Tensor((block,), "float32"), Y: T.Tensor((block,), "float32")):

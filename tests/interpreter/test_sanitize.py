@@ -42,12 +42,6 @@ def test_unguarded_edge_load_names_block_buffer_index_line(batch):
            "shape (100,)")
 
 
-def test_region_starting_outside_a_global_buffer():
-    x = np.arange(8, dtype=np.float32)
-    e = _raises(K.oob_region(8), dict(X=x, Y=np.zeros_like(x)), OutOfBoundsError)
-    _check(e, K.oob_region, "planted: block 1 starts", "block 1", "X[12]", "read")
-
-
 def test_local_buffer_read_past_its_end():
     x = np.arange(8, dtype=np.float32)
     e = _raises(K.oob_local(8), dict(X=x, Y=np.zeros_like(x)), OutOfBoundsError)

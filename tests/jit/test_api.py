@@ -4,10 +4,12 @@ thread counts and runs. Kernels here are tiny so their compiles stay cheap."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -132,19 +134,25 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def _child(cache: Path) -> tuple[int, float]:
+NOTE = "tilepy: compiling axpy_disk (first call; cached afterwards)"
+
+
+def _child(cache: Path, note: bool | None = None) -> tuple[int, float]:
     env = dict(os.environ, TILEPY_CACHE_DIR=str(cache))
+    env.pop("TILEPY_QUIET", None)
     out = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT))], env=env,
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
+    if note is not None:  # a plain script shows the compile note on stderr, once
+        assert out.stderr.count(NOTE) == (1 if note else 0), out.stderr
     hits, secs = out.stdout.split()
     return int(hits), float(secs)
 
 
 def test_disk_cache_warm_load_and_corrupted_entries(tmp_path):
-    hits, cold = _child(tmp_path)
+    hits, cold = _child(tmp_path, note=True)
     assert hits == 0
-    hits, warm = _child(tmp_path)
+    hits, warm = _child(tmp_path, note=False)  # a disk-cache hit says nothing
     assert hits == 1  # the second process loaded machine code, compiled nothing
     assert warm < cold
     for f in (tmp_path / "jit" / "__pycache__").glob("axpy_disk*.nb*"):
@@ -152,6 +160,60 @@ def test_disk_cache_warm_load_and_corrupted_entries(tmp_path):
     hits, _ = _child(tmp_path)
     assert hits == 0  # rebuilt, not crashed
     assert _child(tmp_path)[0] == 1  # and cached again
+
+
+_NOTE_CHILD = ("import logging, sys; sys.path.insert(0, {root!r}); {setup}; "
+               "from tilepy.jit.notes import note; "
+               "note('compiling %s (first call; cached afterwards)', 'k')")
+
+
+@pytest.mark.parametrize("setup, env, shown", [
+    ("pass", {}, "tilepy: compiling k (first call; cached afterwards)\n"),  # no logging set up
+    ("pass", {"TILEPY_QUIET": "1"}, ""),
+    ("logging.getLogger('tilepy').setLevel(logging.WARNING)", {}, ""),
+    ("logging.basicConfig(level=logging.INFO)", {},
+     "INFO:tilepy:compiling k (first call; cached afterwards)\n"),  # once, the app's format
+    ("logging.basicConfig()", {}, ""),  # the application asked for warnings only
+])
+def test_the_compile_note_follows_the_logging_setup(setup, env, shown):
+    env = {**{k: v for k, v in os.environ.items() if k != "TILEPY_QUIET"}, **env}
+    out = subprocess.run([sys.executable, "-c", _NOTE_CHILD.format(root=str(ROOT), setup=setup)],
+                         env=env, capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stderr == shown
+
+
+def test_a_slow_load_from_the_disk_cache_is_said_too(caplog):
+    from tilepy.jit.notes import compiling
+
+    caplog.set_level(logging.INFO, logger="tilepy")
+    with compiling("fast_load", cached=True, slow=0.5):
+        pass
+    with compiling("slow_load", cached=True, slow=0.05):
+        time.sleep(0.5)  # an entry Numba could not use: it compiles
+    with compiling("fresh", cached=False):
+        pass
+    assert [r.getMessage() for r in caplog.records] == [
+        "compiling slow_load (first call; cached afterwards)",
+        "compiling fresh (first call; cached afterwards)"]
+
+
+def test_an_unwritable_cache_folder_falls_back_to_a_temporary_one(tmp_path, monkeypatch,
+                                                                 caplog):
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("")
+    monkeypatch.setenv("TILEPY_CACHE_DIR", str(blocker))
+    for tile in (32, 16):  # two kernels: one warning
+        k = jit.compile(axpy("axpy_fallback", tile), tier="py")
+        x, y = np.arange(40, dtype=np.float32), np.ones(40, dtype=np.float32)
+        k({"X": x, "Y": y}, {"N": 40})
+        assert (y == 2 * x + 1).all()
+        assert not Path(k.path).is_relative_to(blocker)
+    warned = [r for r in caplog.records if r.name == "tilepy" and "cannot be written" in
+              r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelname == "WARNING"
+    assert str(blocker / "jit") in warned[0].getMessage()
+    assert str(Path(k.path).parent) in warned[0].getMessage()
 
 
 def test_aot_precompile_fills_the_cache(tmp_path, monkeypatch):
