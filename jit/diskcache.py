@@ -1,9 +1,8 @@
-"""The disk cache: generated kernel modules as real files, so Numba's `cache=True` can keep
-their machine code between processes (exec'd code has no cache locator).
-
-Owns the folder (TILEPY_CACHE_DIR, else the user cache dir), the key (source, tier,
-options, and the tilepy/numba/llvmlite/numpy/python versions plus this package's own
-sources), atomic writes, and purging a corrupted entry. Never decides what is compiled.
+"""The disk cache: generated kernel modules as real files, so Numba's `cache=True` keeps
+their machine code between processes (exec'd code has no cache locator). Owns the folder
+(TILEPY_CACHE_DIR, else the user cache dir), the key (source, tier, options, the versions of
+tilepy, numba, llvmlite, numpy and Python, jit/'s and the codecs' sources), atomic writes
+and purging a corrupted entry. Never decides what is compiled.
 """
 
 from __future__ import annotations
