@@ -20,7 +20,7 @@ that then has to be faulted in again.
 As in bench/jit_bench.py, each round runs tilepy in a burst of three calls; a round's time
 is the median of the last two (the speedup column), and the first call's median is printed
 next to it ("first"): that call pays for the state the exact-numpy round left behind (its
-freed temporaries faulting in again, caches), 1-6 ms for the matmul on 2026-11-30.
+freed temporaries faulting in again, caches; docs/perf-log.md).
 """
 
 import os

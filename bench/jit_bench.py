@@ -20,14 +20,14 @@ dependency of tilepy).
 (`make bench-jit` runs exactly that.) The OpenBLAS overrides are unset for this command
 only, so numpy's BLAS picks its own kernel for this CPU; tests keep them. The script sets
 OMP_WAIT_POLICY=PASSIVE and OPENBLAS_THREAD_TIMEOUT=4 for itself: idle thread pools of
-Numba, OpenBLAS and torch must not spin while another library runs (PERF_NOTES).
+Numba, OpenBLAS and torch must not spin while another library runs (docs/perf-log.md).
 """
 
 from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle pools must not spin (PERF_NOTES)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle pools must not spin (docs/perf-log.md)
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import argparse  # noqa: E402
@@ -68,7 +68,7 @@ def _steady_allocator() -> None:
 _steady_allocator()
 from tilepy.kernels import checks, conv2d_nhwc, flash_attention, gemm, layernorm, softmax  # noqa: E402,E501
 
-PEAK = 233.0  # fp32 FMA peak of this machine, 2 threads, GFLOP/s (issue #3, PERF_NOTES)
+PEAK = 233.0  # fp32 FMA peak of this machine, 2 threads, GFLOP/s (docs/perf-log.md)
 _TORCH = None
 
 
@@ -88,7 +88,7 @@ def torch():
 
 class Timings(dict):
     """Median seconds per competitor, and the median over rounds of per-round ratios (a
-    ratio taken within one round is what survives other engineers' load: PERF_NOTES)."""
+    ratio taken within one round is what survives other engineers' load: docs/perf-log.md)."""
 
     def __init__(self, rounds: dict):
         super().__init__({k: statistics.median(v) for k, v in rounds.items()})
@@ -104,8 +104,8 @@ def interleave(fns: dict, rounds: int, warm: bool = True, burst: int = 3) -> Tim
     burst of `burst` calls back to back, and the round's time is the median of the burst
     without its first call. That first call pays for the state the previous competitor
     left behind, not for its own work: numpy's unfused softmax frees 16 MB temporaries,
-    so torch's next output comes back as fresh pages and faults in (2-5x its time, measured
-    on 2026-11-30), and another library's idle thread pool may still hold the CPUs."""
+    so torch's next output comes back as fresh pages and faults in (several times its own
+    time: docs/perf-log.md), and another library's idle thread pool may still hold the CPUs."""
     if warm:
         for f in fns.values():
             f()  # warm up (compiles, page faults)
@@ -400,9 +400,9 @@ def bench_attention(quick: bool, rounds: int) -> None:
     B, H, S, D = 1, 8, (512 if quick else 1024), 64
     case = checks.attention_case(np.random.default_rng(0), B, H, S, D, False)
     f = case.kernel.func
-    # each mode runs the tiles it is fastest with (measured 2026-11-30 over 64..512 x
-    # 64..1024): exact 64 x 64 (the case's kernel); fast 256 x 256, whose BLAS gemms are
-    # 256 x 256 x 64 (17.6 ms with 64 x 64 tiles, 12.3-12.7 ms with these)
+    # each mode runs the tiles it is fastest with (a sweep over 64..512 x 64..1024:
+    # docs/perf-log.md): exact 64 x 64 (the case's kernel); fast 256 x 256, whose BLAS
+    # gemms are 256 x 256 x 64
     fast_tiles = flash_attention(B, H, S, D, block_M=256, block_N=256).func
     k, kf = jit.compile(f), jit.compile(fast_tiles, fast=True)
     q, kk, v = case.inputs

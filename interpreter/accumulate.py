@@ -1,9 +1,8 @@
-"""The accumulating tile ops: T.gemm, T.reduce_* and T.cumsum, in their defined order.
-
-Owns the accumulation order of the numerics contract (rule 4): k ascending from the
-accumulator, reductions ascending along the axis, one rounding per op in the accumulator's
-dtype. Each step applies the op table's ADD / MUL / MAX / MIN / ABS; the vectorised forms
-used for float32/float64 give exactly those sequential results.
+"""The accumulating tile ops, T.gemm, T.reduce_* and T.cumsum, in the contract's order (rule
+4): k ascending from the accumulator, reductions ascending along the axis, one rounding per
+op in the accumulator's dtype, each step the op table's ADD / MUL / MAX / MIN / ABS. The
+vectorised forms for float32/float64 (a large gemm shares its block groups with one worker
+thread) give exactly the sequential results.
 """
 
 from __future__ import annotations

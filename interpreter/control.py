@@ -1,9 +1,8 @@
 """Statement execution for a batch of blocks: allocation, bindings, stores, loops, branches.
 
-Owns control flow over lanes: T.Parallel loops become a new lane axis (never a Python loop
-per element); serial loops are Python loops; lane- or block-varying conditions run
-predicated under a mask (None: every lane active). Tile ops are dispatched to their
-modules; unexpected numpy failures become TilepyErrors at the statement's line.
+T.Parallel loops become a lane axis (never a Python loop per element), serial loops Python
+loops; lane- or block-varying conditions run predicated under a mask (None: all active).
+Tile ops go to their modules; unexpected numpy failures become TilepyErrors at the line.
 """
 
 from __future__ import annotations

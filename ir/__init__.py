@@ -1,5 +1,6 @@
 """tilepy.ir: the tile IR: types, buffers, expressions, statements, the op table, verifier,
-printer, parser, passes and analyses. Pure data and functions over it; never executes a kernel.
+printer, parser, structural hashing and analyses (counts). Pure data and functions over it:
+it holds no transformation passes (the JIT's live in jit/) and never executes a kernel.
 """
 
 # the tools over the IR (imported after the node types they use)

@@ -1,9 +1,8 @@
 """Static analyses of a PrimFunc at given sizes: flop, op and byte counts (`count`).
 
-Counts what the program says it does, multiplied by the launch grid and loop trip counts;
-scalar values (loop bounds, conditions) are evaluated with the op table's reference, never
-re-implemented. It never runs a kernel or touches data: data-dependent control flow is
-bounded and flagged (`Counts.exact`). docs/ir.md states every counting convention.
+Counts what the program says it does, times the launch grid and loop trip counts, with
+scalar values evaluated by the op table's reference; docs/ir.md has the conventions. Never
+runs a kernel or touches data: data-dependent control flow is bounded and flagged (`exact`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Scalar expressions, buffers and regions: the values tile statements read and write.
 
-Frozen dataclasses; structural equality ignores source locations, so equal programs hash
-equal, and compares float literals by their bits (0.0 != -0.0; a NaN equals itself).
-Expressions carry their dtype; the type rules live in the op table (ops.py), which the
-front end applies when it builds a `Call`. Nothing here evaluates anything.
+Frozen dataclasses (expressions carry their dtype); equality ignores source locations and
+compares float literals by their bits (0.0 != -0.0; a NaN equals itself). Type rules live
+in the op table (ops.py), applied by the front end as it builds a `Call`. Evaluates nothing.
 """
 
 from __future__ import annotations

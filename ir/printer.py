@@ -1,9 +1,8 @@
-"""The IR printer: a PrimFunc as stable, TileLang-style text that is valid Python syntax.
+"""The IR printer: a PrimFunc as stable, TileLang-style text that is valid Python syntax, with
+`# file:line` comments mapping statements to the user's source (docs/ir.md).
 
-Owns the spelling of every node (the `SPELLING` tables below, which the parser reads back)
-and the `# file:line` comments that map statements to the user's source. It never checks
-or changes a program: invalid IR prints too, so that it can be looked at. docs/ir.md
-describes the format.
+Owns every node's spelling (the tables INFIX, COMPARE, FUNCS, FOR_KINDS, ALLOCS... that the
+parser reads back). Never checks or changes a program: invalid IR prints too.
 """
 
 from __future__ import annotations

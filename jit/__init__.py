@@ -1,11 +1,8 @@
-"""tilepy.jit: lowers tile IR to readable Python source and compiles it with Numba.
+"""tilepy.jit: lowers tile IR to readable Python source and compiles it with Numba: `run`,
+`compile` (a CompiledKernel; `.source`) and `source` (docs/jit.md, with a module map).
 
 jit/ never decides semantics; it only transcribes the op table (ir/ops.py) and the
 statement semantics of the interpreter. Importing it does not import numba; compiling does.
-
-    tilepy.jit.run(func, arrays, sizes, *, fast=False, tier="numba") -> None
-    tilepy.jit.compile(func, *, fast=False, tier="numba") -> CompiledKernel (.source)
-    tilepy.jit.source(func) -> str (the generated Python, without compiling)
 """
 
 from tilepy.jit.compiler import (

@@ -1,10 +1,7 @@
-"""Static (ahead-of-time) compilation: fill the disk cache so later processes start
-without compiling.
-
-`precompile(items)` compiles PrimFuncs (or Kernel objects, via their `.func`) with the
-disk cache on; `python -m tilepy.jit.aot module [module ...]` does it for every kernel a
-module defines (module-level PrimFuncs and Kernels, plus an optional `__tilepy_aot__`
-list of kernels specialised with build-time arguments). It decides nothing about lowering.
+"""Static (ahead-of-time) compilation: fill the disk cache so later processes start without
+compiling. `precompile(items)` compiles PrimFuncs or Kernels (via `.func`) with the disk
+cache on; `python -m tilepy.jit.aot MODULE...` compiles each module's top-level kernels and
+its `__tilepy_aot__` list (kernels built with arguments). Decides nothing about lowering.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""Deterministic T.atomic_add in parallel launches: per-block logs applied in block order.
+"""Deterministic T.atomic_add in parallel launches: per-block logs replayed in block order.
 
-The interpreter applies atomic adds in block order, then program order (ir/stmt.py). A
-launch whose atomic destinations are global and otherwise untouched runs its blocks in
-parallel; each atomic add appends (flat index, value) to its block's log instead of
-updating the destination, and after the launch one serial pass replays the logs block by
-block: the same adds in the same order with the same rounding. Owns the decision (log or
-serial), the logs' static sizes and the replay; tiles.py emits the appends.
+Owns the decision (log or serial), the logs' sizes and the replay (tiles.py emits the
+appends): blocks run in parallel, each add appending (flat index, value) to its block's
+log, then one serial pass applies the logs block by block: the interpreter's adds and bits.
 """
 
 from __future__ import annotations
@@ -75,7 +72,7 @@ class Log:
 @dataclass
 class Plan:
     """How a launch with atomics runs: `logs` by root name (parallel), or `serial` with the
-    reason (the blocks then run in order and add in place, as before)."""
+    reason (the blocks then run in order and add in place)."""
 
     logs: dict[str, Log]
     serial: str | None

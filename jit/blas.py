@@ -1,13 +1,7 @@
-"""The fast mode's BLAS: `C = op(A) @ op(B) + beta * C` on strided 2-d views, and the
-thread count of the BLAS library behind it.
-
-`_gemm_acc(a, b, c, ta, tb, beta)` reads `a`, `b` and `c` where they lie, their row
-strides as BLAS leading dimensions: no copy of a non-contiguous slice (Numba's np.dot
-copies those) and no temporary result. Each view's last dimension must have unit stride
-(slices of C-contiguous arrays along their last two dims). The numba tier calls Numba's
-own `numba_xxgemm` helper (what its np.dot links to; it calls scipy's BLAS), so kernels
-stay cacheable; the py tier computes the same product with numpy. Only jit/fast.py emits
-calls to it; what the calls mean is decided there.
+"""The fast mode's BLAS: `C = op(A) @ op(B) + beta * C` on strided 2-d views (`_gemm_acc` in
+generated code) and the thread count of the BLAS library behind it (`one_thread`). The
+numba tier calls Numba's own `numba_xxgemm` (scipy's BLAS, what its np.dot links to), so
+kernels stay cacheable; the py tier uses numpy. Only jit/fast.py emits calls to it.
 """
 
 from __future__ import annotations
@@ -122,7 +116,7 @@ def _openblas():
 def one_thread():
     """BLAS calls inside a kernel's parallel block loop run single-threaded: each block
     is already on its own CPU, and two blocks each starting BLAS's pool of threads
-    oversubscribe the machine (measured: docs/jit.md). The count is restored after."""
+    oversubscribe the machine (docs/perf-log.md). The count is restored after."""
     h = _openblas()
     if h is None:
         yield

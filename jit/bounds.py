@@ -1,15 +1,8 @@
-"""Bounds checks in generated code: block-local buffers and global element accesses.
-
-Owns which accesses need a run-time check and the check code. Block-local buffers
-(shared / fragment / local): an interval analysis of index expressions over loop ranges
-proves most accesses in range (no code at all); a tile op checks each local region once
-(start and extent against the shape); only element indices it cannot prove (data-dependent,
-shifted) are checked per element. Global buffers: every element load and store
-(`Y[i, j] = X[i, j]`) is checked against the array's run-time shape, as the interpreter
-checks it; tile ops clip global edge tiles instead (the defined behaviour, jit/regions.py).
-A failed check records the fault (blocks cannot raise inside Numba's prange), and the
-launch raises `CompiledBoundsError` after its blocks, naming block, buffer, index, shape and
-the user's line.
+"""Bounds checks in generated code: which accesses need a run-time check, and its code.
+Block-local buffers: an interval analysis proves most accesses (no code), a tile op checks
+each local region once, other element indices are checked per element. Global element
+loads and stores are checked against the array's shape (tile ops clip edge tiles instead:
+regions.py). A failed check records a fault (faults.py); the launch raises after its blocks.
 """
 
 from __future__ import annotations
@@ -137,7 +130,7 @@ class Site:
 class Faults:
     """The checked accesses of one launch and the names the checks use."""
 
-    flt: str  # the fault record (one row per thread, see runtime._record)
+    flt: str  # the fault record (one row per thread, see faults._record)
     blk: str  # the block function's linear block id
     sites: list[Site] = field(default_factory=list)
 
@@ -306,5 +299,5 @@ def check_region(em: Emitter, w: Writer, region, starts: list[str], exts: list[s
 
 def _unsigned(idx: list[str]) -> list[str]:
     """Indices proven inside their array, as uint64: Numba then drops its negative-index
-    wraparound code (PERF_NOTES)."""
+    wraparound code (docs/perf-log.md)."""
     return [i if i.isdigit() else f"np.uint64({i})" for i in idx]

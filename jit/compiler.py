@@ -1,9 +1,8 @@
 """Compiling lowered kernels and launching them: tiers, the in-memory cache, argument
-marshalling, and turning Numba failures into LoweringError.
-
-The `numba` tier compiles the generated module with njit(parallel=True) for an explicit
-signature (tile shapes are constants in the source; sizes are int64 arguments); the `py`
-tier runs the very same function as plain Python. Semantics are lowering's business.
+marshalling, and Numba failures turned into LoweringError. The `numba` tier compiles the
+generated module with njit(parallel=True) for an explicit signature (tile shapes are
+constants, sizes int64 arguments); the `py` tier runs the same function as plain Python.
+Semantics are lowering's business.
 """
 
 from __future__ import annotations
@@ -181,7 +180,7 @@ def signature(func: PrimFunc):
 def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str, fast: bool):
     import numba
 
-    numba.config.SLP_VECTORIZE = 1  # PERF_NOTES: the gemm inner loop needs it
+    numba.config.SLP_VECTORIZE = 1  # the gemm inner loop needs it (docs/perf-log.md)
     opts = dict(parallel=True, error_model="numpy", cache=cache)
     if fast:
         from tilepy.jit.fast import options

@@ -1,10 +1,9 @@
-"""The disk cache: generated kernel modules as real files, so Numba's `cache=True` can keep
-their machine code between processes (exec'd code has no cache locator).
-
-Owns the folder (TILEPY_CACHE_DIR, else the user cache dir; a folder that cannot be
-written is replaced by a temporary one, with one warning), the key (source, tier, options,
-and the tilepy/numba/llvmlite/numpy/python versions plus this package's own sources),
-atomic writes, and purging a corrupted entry. Never decides what is compiled.
+"""The disk cache: generated kernel modules as real files, so Numba's `cache=True` keeps
+their machine code between processes (exec'd code has no cache locator). Owns the folder
+(TILEPY_CACHE_DIR, else the user cache dir; an unwritable one is replaced by a temporary
+folder, with one warning), the key (source, tier, options, the versions of tilepy, numba,
+llvmlite, numpy and Python, jit/'s and the codecs' sources), atomic writes and purging a
+corrupted entry. Never decides what is compiled.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The opt-in fast mode (`fast=True`): what it may do that the exact path never does.
-
-Owns the Numba flags of fast kernels (fast-math: FMA contraction, reassociation, and
-Numba's no-NaN/no-inf assumptions), the helpers they call (float32 `exp`/`exp2` within
-2 ulp, jit/mathlib.py's FAST_F32, used by jit/scalars.py for float32 results) and the
-BLAS forms of gemms:
-- `emit_launch`: a launch that jit/kloop.py proves one product of whole matrices, as one
-  call outside the block loop (BLAS's own threads);
-- `emit_dot`: one `T.gemm` on whole float32/float64 block-local tiles, inside the blocks
-  (BLAS single-threaded there: blas.one_thread).
-Results are checked against the interpreter with derived error bounds, never bitwise. The
-exact path must not import from this module except through `options()`, `namespace()`
-and the emitters, each behind `fast`.
+Owns fast kernels' Numba flags (`options`: fast-math), helpers (`namespace`: BLAS, float32
+exp/exp2 within 2 ulp) and gemm emitters (`emit_launch`: a launch kloop.py proves one
+product, one BLAS call; `emit_dot`: a T.gemm on whole local tiles). Checked against the
+interpreter with derived bounds, never bitwise; exact code reaches it only behind `fast`.
 """
 
 from __future__ import annotations
@@ -50,7 +42,9 @@ def _whole(em: Emitter, r: Region) -> bool:
 
 
 def emit_dot(em: Emitter, w: Writer, s: Gemm) -> bool:
-    """`C += op(A) @ op(B)` as one BLAS call when the tiles allow; False otherwise."""
+    """`C += op(A) @ op(B)` as one BLAS call when the tiles are whole float32/float64
+    block-local tiles, inside the block loop (where BLAS runs single-threaded:
+    blas.one_thread); False otherwise."""
     dt = s.c.dtype
     if dt.name not in ("float32", "float64") or not all(_whole(em, r) for r in (s.a, s.b, s.c)):
         return False

@@ -1,16 +1,8 @@
-"""The run-time side of bounds checks: the fault record, the check helpers the generated
-code calls, and the error the launch raises.
-
-Block-local buffers: an out-of-range element index is recorded and clipped (the block
-stays inside its memory). Global buffers: an element load or store outside the array
-(one that is not a tile op's defined edge clipping) is recorded; the load gives 0 and the
-store is dropped, so the block stays inside memory until the launch raises.
-
-A failed check cannot raise inside a prange (Numba drops or garbles exceptions raised on
-worker threads), so it records the fault in a per-thread row of a small int64 array,
-[block + 1, site, dim, size of dim, i0, i1, i2, i3]; a row keeps its lowest block's first
-fault, and the launch raises `CompiledBoundsError` for the lowest block after its blocks ran.
-Which accesses get checked is jit/bounds.py's business.
+"""The run-time side of bounds checks: the fault record, the check helpers the generated code
+calls, and the error the launch raises (which accesses get checks: bounds.py). A failed
+check records a fault (a prange worker cannot raise) and keeps the block inside memory: a
+local index is clipped, a global load gives 0, a global store is dropped. After its blocks
+the launch raises CompiledBoundsError for the lowest faulting block's first fault.
 """
 
 from __future__ import annotations
@@ -36,6 +28,9 @@ def _fault_rows():
 
 
 def _record(flt, blk, site, dim, i0, i1, i2, i3, n0, n1, n2, n3):
+    """Note a fault in this thread's row (FAULT_COLS), keeping the lowest block's first:
+    generated code records instead of raising, as Numba drops or garbles exceptions
+    raised on prange worker threads."""
     t = min(_tid(), flt.shape[0] - 1)
     if flt[t, 0] == 0 or blk + 1 < flt[t, 0]:
         flt[t, 0] = blk + 1

@@ -1,49 +1,8 @@
-"""Row fusion: a run of a block's tile statements that each work row by row on the same
-rows becomes one loop over the rows (fast mode).
-
-LayerNorm's block copies 8 rows of X into a tile, sums each row, squares, sums again,
-normalises and copies the rows out: seven passes over a 32 KB tile, each reading (and most
-writing) every element. Row fusion runs them as one loop over the rows, each row's
-statements in their order; in a row, adjacent element loops over the same columns merge
-into one loop; a tile element that a merged loop writes and then reads is passed in a
-local variable; a tile row that is still a copy of a global row is read from the global.
-A tile nobody reads any more is not written at all. LayerNorm's passes become three
-loops over a row of X (sum; squared deviations; normalise into Y), as a hand-written
-kernel would do it.
-
-A run is a sequence of consecutive statements of a block body, or of the body of an `if`
-or a serial loop inside it (tile rows read after the run, by what follows or by the loop's
-next iteration, keep their stores: jit/initfill.py's first-touch analysis), each one of:
-- a `T.Parallel(R)` loop of lets and stores, or `T.Parallel(R, C)` whose body holds lets,
-  stores and `if`s (no loops);
-- a copy between a whole R x C block-local tile and a tile of the same dtype (block-local
-  or a global region), or between two whole R-vectors;
-- a fill of a whole R x C tile or R-vector;
-- a reduce along dim 1 of a whole R x C tile into a whole R-vector: sums merge into
-  element loops, max and min stay whole-row reduces (jit/tiles.py's vectorised `_extreme`);
-- a copy or fill that touches no row-indexed buffer and nothing the run writes earlier
-  (layernorm's `T.copy(gamma, g)`): it runs before the row loop; a copy of a global
-  vector that the run only reads is read in place (`g[j]` becomes `gamma[j]`) and not run
-  at all when nothing reads its vector later.
-A row's mask loop `for j: if j >= e: ...` is dropped and `select(j < e, a, b)` taken as
-`a` (jit/guards.py's comparisons of the column with a bound e that names neither the row
-nor the loop's lets); the run's condition then includes that the mask selects no column
-and the select every column, as they do on rows that fit the tile.
-Every access to a block-local buffer with R rows must index row `i` (the statement's row),
-other block-local buffers are only read, globals are only reached through copies, no
-global is both read and written, and the block-local buffers are not re-views.
-
-Why the result is the same: each row's statements run in their order, on that row only,
-and rows share nothing, so interleaving rows changes no value. Merged loops keep each
-element's statements in order and touch only their own element (element loops whose
-row tiles are indexed `[i, j]` exactly, without `if`s), and a sum keeps its order (k
-ascending from its start). The fused form therefore gives the same bits; tests run it in
-exact mode against the interpreter (`lower(..., fuse=True)`). It only runs when every
-global tile of the run lies inside its array (no edge tile: the defined edge behaviour is
-the copies') and the arrays read do not overlap the arrays written; otherwise the block
-takes the unfused statements, emitted next to it. Fast mode uses it by default; exact
-mode does not, because one row at a time serialises the sums that the exact path
-interleaves over 2-16 rows (jit/tiles.py), which is slower there.
+"""Row fusion: a run of a block's tile statements that each work row by row on the same rows
+becomes one loop over the rows, each row's statements in order, adjacent element loops
+merged (docs/jit.md). On by default in fast mode, on request in exact mode (`fuse=True`):
+the fused form gives the same bits, and runs only where its run-time conditions hold (else
+the unfused statements, emitted next to it). `plan` says what qualifies and why.
 """
 
 from __future__ import annotations
@@ -703,7 +662,42 @@ def _vars(s) -> set:
 
 
 def plan(launch: Launch) -> dict:
-    """(id(body), start) -> Run for every run worth fusing in a launch's block body."""
+    """(id(body), start) -> Run for every run worth fusing in a launch's block body.
+
+    A run is a sequence of consecutive statements of a block body, or of the body of an
+    `if` or a serial loop inside it (tile rows read after the run, by what follows or by
+    the loop's next iteration, keep their stores: initfill.py's first-touch analysis),
+    each one of:
+    - a `T.Parallel(R)` loop of lets and stores, or `T.Parallel(R, C)` whose body holds
+      lets, stores and `if`s (no loops);
+    - a copy between a whole R x C block-local tile and a tile of the same dtype
+      (block-local or a global region), or between two whole R-vectors;
+    - a fill of a whole R x C tile or R-vector;
+    - a reduce along dim 1 of a whole R x C tile into a whole R-vector: sums merge into
+      element loops, max and min stay whole-row reduces (tiles.py's vectorised
+      `_extreme`);
+    - a copy or fill that touches no row-indexed buffer and nothing the run writes earlier
+      (layernorm's `T.copy(gamma, g)`): it runs before the row loop; a copy of a global
+      vector that the run only reads is read in place (`g[j]` becomes `gamma[j]`) and not
+      run at all when nothing reads its vector later.
+    A row's mask loop `for j: if j >= e: ...` is dropped and `select(j < e, a, b)` taken
+    as `a` (guards.py's comparisons of the column with a bound e that names neither the
+    row nor the loop's lets); the run's condition then includes that the mask selects no
+    column and the select every column, as they do on rows that fit the tile. Every access
+    to a block-local buffer with R rows must index row `i` (the statement's row), other
+    block-local buffers are only read, globals are only reached through copies, no global
+    is both read and written, and the block-local buffers are not re-views. A run is kept
+    only when it saves a tile store or reads a global tile in place.
+
+    Why the result is the same: each row's statements run in their order, on that row
+    only, and rows share nothing, so interleaving rows changes no value. Merged loops keep
+    each element's statements in order and touch only their own element (element loops
+    whose row tiles are indexed `[i, j]` exactly, without `if`s), and a sum keeps its order
+    (k ascending from its start). The fused form runs only when every global tile of the
+    run lies inside its array (no edge tile: the defined edge behaviour is the copies')
+    and the arrays read do not overlap the arrays written. Exact mode does not fuse by
+    default: one row at a time serialises the sums that the exact path interleaves over
+    2-16 rows (tiles.py), which is slower there."""
     out: dict = {}
     _ids.count = itertools.count()
     _plan_body(launch.body, (), out, reviewed(launch.body))
@@ -777,8 +771,7 @@ def _try(body: tuple, start: int, rest_after: tuple, views: set) -> Run | None:
     items = _prune(items)
     if not (dropped or b.regions):
         # no tile store saved, no global tile read in place: merging loops over tiles
-        # that stay in cache alone measured slower (flash attention's inner loop, fast:
-        # 10.92 -> 11.28 ms, 2026-11-30)
+        # that stay in cache is slower alone (docs/perf-log.md)
         return None
     stmts: list = [Alloc(a) for a in b.accs]
     for it in items:

@@ -1,9 +1,8 @@
-"""Emitter for `T.gemm`: C += op(A) @ op(B) in the contract's order.
-
-For each C element: k ascending from C's current value (0 if clear_accum), the product
-computed in C's dtype then added, one rounding per op, no FMA (no fast-math flag ever
-reaches this code). Loops run i, k, j so the j loop vectorises without changing any
-element's order. Products and sums are emitted through the op table.
+"""Emitter for `T.gemm`: C += op(A) @ op(B) in the contract's order: per C element, k
+ascending from C's current value (0 if clear_accum), the product in C's dtype then the add,
+one rounding each, through the op table (no FMA: exact kernels get no fast-math flag).
+Static float32/float64 local tiles use a register-blocked micro-kernel, others i-k-j loops;
+both vectorise along j without changing any element's order. Fast mode's BLAS: fast.py.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Guarded loops as narrower ranges: `for v in [a, b): if v >= e: body` runs `body` for v in
-[max(a, e), b) without testing v on every iteration.
-
-Kernels mask ragged edges this way (softmax: `if j >= N: x[i, j] = -inf`). The test per
-element stops LLVM from vectorising the loop, and at N = 1024 it is never true yet costs
-0.15 ms of softmax's 2.6. `narrowed(loop)` gives the range when all of these hold, so the
-same iterations run the same body in the same order:
-- the loop steps by 1 and its whole body is one `if` without `else`;
-- the condition is a comparison (`<`, `<=`, `>`, `>=`) of the loop variable itself with
-  an integer expression, or an `and` of such comparisons;
-- that expression has no loads and does not mention the loop variable, so its value is
-  the same on every iteration (the loop body cannot change a variable bound outside it).
-The comparisons are of integers in their own dtype, with no arithmetic on the loop
-variable, so nothing can wrap; the bounds are computed in Python's (int64) integers.
+[max(a, e), b) without testing v on every iteration, a test that kept LLVM from vectorising
+kernels' ragged-edge masks (softmax's `if j >= N: x[i, j] = -inf`). `narrowed(loop)` gives
+the range where the same iterations then run the same body in the same order.
 """
 
 from __future__ import annotations
@@ -61,7 +51,17 @@ def _terms(cond, name: str):
 
 def narrowed(loop: For, expr) -> tuple[str, str, tuple] | None:
     """(start, stop, body) of the loop with its guard folded into the range, or None.
-    `expr` turns an IR expression into generated source (the emitter's)."""
+    `expr` turns an IR expression into generated source (the emitter's).
+
+    The range is given only when all of these hold, so the same iterations run the same
+    body in the same order:
+    - the loop steps by 1 and its whole body is one `if` without `else`;
+    - the condition is a comparison (`<`, `<=`, `>`, `>=`) of the loop variable itself with
+      an integer expression, or an `and` of such comparisons;
+    - that expression has no loads and does not mention the loop variable, so its value is
+      the same on every iteration (the loop body cannot change a variable bound outside).
+    The comparisons are of integers in their own dtype, with no arithmetic on the loop
+    variable, so nothing can wrap; the bounds are computed in int64."""
     body = loop.body
     if (not (isinstance(loop.step, Const) and int(loop.step.value) == 1)
             or len(body) != 1 or not isinstance(body[0], If) or body[0].else_body):

@@ -1,19 +1,8 @@
 """Loop-invariant loads: which element loads of a loop body the JIT reads once, before the loop.
 
-`x[i, j] = x[i, j] / row_sum[i]` inside `for j` reloads `row_sum[i]` on every iteration:
-LLVM cannot prove that the store to `x` leaves `row_sum` alone (both are arrays Numba
-allocated), so the loop stays scalar. Reading `row_sum[i]` once before the loop gives the
-same value (nothing in the loop writes that buffer) and lets the loop vectorise.
-
-A load is hoisted out of a loop when all of these hold, so the program reads the same
-value at the same or an earlier point where the read was going to happen anyway:
-- it sits in a statement of the loop's own body (a Store or Let) that runs on every
-  iteration, not under an `if`, not in a conditional operand (the branches of `select`,
-  the right side of `and` / `or`), and the loop runs at least once (constant bounds);
-- its indices use only variables bound outside the loop, and no loads;
-- no statement anywhere in the loop writes its buffer or a buffer sharing its storage
-  (re-views through `T.Tensor(..., buf.data)` are followed to their root).
-Decides nothing about values: the hoisted read is the same expression, emitted earlier.
+`x[i, j] / row_sum[i]` inside `for j` reloads `row_sum[i]` on every iteration, as LLVM
+cannot prove the store to `x` leaves `row_sum` alone, and the loop stays scalar; reading it
+once first gives the same value and lets the loop vectorise. Decides nothing about values.
 """
 
 from __future__ import annotations
@@ -102,8 +91,16 @@ def runs_at_least_once(loop: For) -> bool:
 
 
 def invariant_loads(loop: For, outer_vars: set[str]) -> list[Load]:
-    """The loads of `loop`'s body that can be read once before it (see the module doc),
-    in first-use order, without duplicates."""
+    """The loads of `loop`'s body that can be read once before it, in first-use order,
+    without duplicates. A load qualifies when all of these hold, so the program reads the
+    same value at the same or an earlier point where the read was going to happen anyway:
+    - it sits in a statement of the loop's own body (a Store or Let) that runs on every
+      iteration, not under an `if`, not in a conditional operand (the branches of
+      `select`, the right side of `and` / `or`), and the loop runs at least once
+      (constant bounds);
+    - its indices use only variables bound outside the loop, and no loads;
+    - no statement anywhere in the loop writes its buffer or a buffer sharing its storage
+      (re-views through `T.Tensor(..., buf.data)` are followed to their root)."""
     if not runs_at_least_once(loop):
         return []
     written = _written_roots(loop.body)

@@ -1,26 +1,8 @@
 """Which block-local arrays need their zero fill: those a read may reach before a write.
 
-The JIT allocates each block-local array with `np.zeros`, so a kernel that reads an
-element it never wrote gets 0 on every run (the interpreter raises UninitializedReadError
-for shared and fragment buffers; a deterministic 0 beats garbage). Most arrays are written
-whole before anything reads them, and their zeros are never seen: softmax's row tile is
-first the destination of a `T.copy`, layernorm's squares tile of a `T.Parallel` store.
-Clearing them costs a memset per block (64 KB per block of layernorm's 8 x 1024 tiles).
-
-`needs_zeros(rest, buf)` says whether the statements after the buffer's `Alloc` may read
-an element before writing it. A buffer gets `np.empty` only when the answer is no, proven
-from the first statement touching it (in program order, through `if` branches and loops):
-- a whole-buffer write: `T.copy` into the whole buffer (edge tiles of a global source
-  read as 0, so every element is written), `T.fill`/`T.clear`, `T.gemm(clear_accum=True)`,
-  a clearing `T.reduce_*`, `T.cumsum`, each with no operand reading the buffer itself;
-- a loop nest over exactly the buffer's shape (each loop from 0, step 1) whose only
-  statement touching the buffer is an unconditional `buf[i, j, ...] = value` with the
-  nest's variables in order, and whose value does not read the buffer;
-- an `if` whose branches each write it first or leave it alone, and a loop whose body
-  writes it first; where a path may leave it alone (a branch, zero trips), what follows
-  must not read it first either.
-Anything else (a read, a partial write, a `while`, a re-view of its storage anywhere in
-the kernel) keeps the zeros. Decides nothing about values.
+The JIT allocates block-local arrays with `np.zeros`, so a read of an element never written
+gives 0 on every run (the interpreter raises instead). Most arrays are written whole before
+any read, and clearing them costs a memset per block. Decides nothing about values.
 """
 
 from __future__ import annotations
@@ -60,7 +42,21 @@ def reviewed(body) -> set[str]:
 
 
 def needs_zeros(rest, buf: Buffer) -> bool:
-    """True unless every path through `rest` writes all of `buf` before reading any of it."""
+    """True unless every path through `rest` (the statements after buf's Alloc) writes all
+    of `buf` before reading any of it; only then does it get `np.empty`. Proven from the
+    first statement touching it, in program order, through `if` branches and loops:
+    - a whole-buffer write: `T.copy` into the whole buffer (edge tiles of a global source
+      read as 0, so every element is written), `T.fill`/`T.clear`,
+      `T.gemm(clear_accum=True)`, a clearing `T.reduce_*`, `T.cumsum`, each with no
+      operand reading the buffer itself;
+    - a loop nest over exactly the buffer's shape (each loop from 0, step 1) whose only
+      statement touching the buffer is an unconditional `buf[i, j, ...] = value` with the
+      nest's variables in order, and whose value does not read the buffer;
+    - an `if` whose branches each write it first or leave it alone, and a loop whose body
+      writes it first; where a path may leave it alone (a branch, zero trips), what
+      follows must not read it first either.
+    Anything else (a read, a partial write, a `while`) keeps the zeros, as does a re-view
+    of its storage anywhere in the kernel (`reviewed`, which the caller asks first)."""
     return _first(tuple(rest), buf.name) == _READ
 
 

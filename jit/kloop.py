@@ -1,15 +1,8 @@
-"""Fast mode: which k loops and launches are matrix products over global operands.
-
-A k loop whose body only copies a global tile of A and one of B into block-local tiles and
-`T.gemm`s them into an accumulator sums `op(A_k) @ op(B_k)` over consecutive K slices, so
-in fast mode (reassociation allowed) it is one product over the block's whole K range
-(`match_kloop`). A launch whose blocks each clear an accumulator, run such a loop for the
-rows / columns their block ids pick and copy it out to the same place of a global C is
-one product of the whole matrices (`match_launch`), which jit/fast.py emits as one BLAS
-call. (One call per output tile over its whole K range, from `match_kloop` alone, ran
-slower than per-step calls on the copied tiles at 64x64 tiles: docs/jit.md.) This module
-only proves those shapes and says where the operands lie; anything it cannot prove gives
-None (the emitters then lower the IR as before). It emits nothing.
+"""Fast mode: which k loops and launches are matrix products over global operands. A k loop
+that only copies a global tile of A and one of B into local tiles and gemms them sums
+op(A_k) @ op(B_k) over consecutive K slices (`match_kloop`); a launch of such blocks that
+covers C is one product of the whole matrices (`match_launch`), which fast.py emits as one
+BLAS call. Only proves those shapes (None when unproven) and says where operands lie.
 """
 
 from __future__ import annotations
@@ -52,7 +45,9 @@ class Operand:
 
 @dataclass(frozen=True)
 class KLoop:
-    """A k loop that is `C += op(A[.., K range]) @ op(B[K range, ..])` (see module doc)."""
+    """A k loop whose body only copies a global tile of A and one of B into block-local
+    tiles and `T.gemm`s them into an accumulator: with reassociation allowed (fast mode),
+    `C += op(A[.., K range]) @ op(B[K range, ..])` over the block's whole K range."""
 
     loop: For
     gemm: Gemm
@@ -62,7 +57,9 @@ class KLoop:
 
 
 def match_kloop(s: For) -> KLoop | None:
-    """The k loop `s` as a product over global operands, or None when unproven."""
+    """The k loop `s` as a product over global operands, or None when unproven. Only
+    match_launch uses it: one BLAS call per output tile over its whole K range was slower
+    than per-step calls on the copied tiles at the library's 64x64 tiles (docs/perf-log.md)."""
     if (s.kind not in _SERIAL or not _is_const(s.start, 0) or not _is_const(s.step, 1)
             or len(s.body) != 3 or not isinstance(s.body[2], Gemm)
             or not all(isinstance(c, Copy) for c in s.body[:2])):
@@ -126,7 +123,9 @@ class LaunchGemm:
 
 
 def match_launch(s: Launch) -> LaunchGemm | None:
-    """The launch `s` as one product of the whole matrices, or None when unproven."""
+    """The launch `s` as one product of the whole matrices, or None when unproven: its
+    blocks each clear an accumulator, run a `match_kloop` loop for the rows / columns
+    their block ids pick, and copy it out to the same place of a global C."""
     stmts = [x for x in s.body if not isinstance(x, Alloc)]
     if (len(stmts) != 3 or not isinstance(stmts[0], Fill) or not isinstance(stmts[1], For)
             or not isinstance(stmts[2], Copy)):

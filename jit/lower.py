@@ -1,9 +1,8 @@
-"""Lowering a PrimFunc to the source of one Python function (`kernel.source`).
+"""Lowering a PrimFunc to the source of one Python function (`kernel.source`); never mutates IR.
 
-Each launch becomes a block function plus `for blk in prange(n): block(blk, ...)` (one
-block per iteration; blocks share nothing but globals, so results do not depend on
-threads; a small prange body keeps Numba's parallel passes cheap). Loops, ifs, lets and
-stores become their Python forms; tile ops go to tiles.py / gemm.py. Never mutates IR.
+Each launch becomes a block function called from a `prange` over the block ids (blocks share
+only globals, so results do not depend on threads). Loops, ifs, lets and stores become their
+Python forms; tile ops go to tiles.py / gemm.py.
 """
 
 from __future__ import annotations

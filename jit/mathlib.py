@@ -1,36 +1,13 @@
-"""Vectorisable float64 math for the numba tier: `exp` and `exp2` for float32-or-narrower results.
+"""Vectorisable exp and exp2 for the numba tier: float64 ones for float32-or-narrower results
+(every mode), and fast mode's float32 ones (FAST_F32, within 2 ulp).
 
 The numerics contract computes transcendentals in float64 and rounds once to the result
-dtype; the two backends "may differ in the last bit only in rare ties". libm's `exp` is
-a call per element, which LLVM cannot vectorise, and it dominated the JIT's softmax. This
-module owns a branch-free float64 `exp` that LLVM vectorises (8 lanes with AVX-512):
-
-    n = rint(x / ln2)                     (llvm.rint: not undone by fast-math reassociation)
-    r = x - n * ln2                       (two fused steps with ln2 split in hi + lo)
-    exp(r) = 1 + r + r**2 * q(r)          (|r| <= ln2 / 2; q: Taylor terms 1/2! .. 1/13!, Estrin)
-    exp(x) = 2**n * exp(r)                (n added to the exponent field)
-
-Its error against the true exp is below 1.04 ulp of float64 (the test measures it against
-long double), so a result rounded to float32 equals the correctly rounded one unless the
-true value lies within about 2**-52 (relative) of a float32 rounding boundary: the "rare
-ties" of the contract, roughly 1 in 10**8 random inputs. For a float64 result the JIT keeps
-libm, whose float64 results agree with numpy's except in rare ties; this `exp` would not.
-
-`exp2` reduces exactly (x = n + r, |r| <= 1/2, r = x - n has no rounding error), then
-evaluates exp(r * ln2) with the same polynomial; r * ln2 is rounded once (fma with ln2 in
-hi + lo), which adds under 0.1 ulp.
-
-The argument is clamped to [-200, 200] (exp2: [-300, 300]) before the reduction, so the
-scaling never leaves the normal range. That is exact for its purpose: exp(-200) ~ 1.4e-87
-and exp(200) ~ 7e86 round to 0 and inf in float32 as every x beyond them does. NaN passes
-through unchanged.
-
-The rounding to an integer is `llvm.rint` and the multiply-adds are `llvm.fma` (exactly
-rounded, the same bits on every machine, in software where the CPU lacks FMA), so fast
-mode's flags cannot undo the range reduction (a `(x + 1.5 * 2**52) - 1.5 * 2**52` rounding
-trick would be reassociated away). FMA here implements one float64 function, as libm's own
-exp does; it is not a contraction of the kernel's arithmetic, which stays FMA-free. The py
-tier uses numpy's exp and exp2 for the same ops.
+dtype; libm's `exp` is a call per element, which LLVM cannot vectorise. The float64 `exp`
+here is within 1.04 ulp of the true exp (the test measures it against long double), so a
+result rounded to float32 equals the correctly rounded one unless the true value lies
+within about 2**-52 (relative) of a float32 rounding boundary: the contract's "rare ties",
+roughly 1 in 10**8 random inputs. float64 results keep libm, whose results agree with
+numpy's except in rare ties (this `exp` would not). The py tier uses numpy's exp and exp2.
 """
 
 from __future__ import annotations
@@ -39,6 +16,22 @@ import math
 from functools import lru_cache
 
 import numpy as np
+
+# The float64 scheme (exp_to32 and exp2_to32 below):
+#     n = rint(x / ln2)                  llvm.rint: not undone by fast-math reassociation
+#     r = x - n * ln2                    two fused steps with ln2 split in hi + lo
+#     exp(r) = 1 + r + r**2 * q(r)       |r| <= ln2 / 2; q: Taylor terms 1/2! .. 1/13!, Estrin
+#     exp(x) = 2**n * exp(r)             n added to the exponent field
+# exp2 reduces exactly (x = n + r, |r| <= 1/2, r = x - n has no rounding error), then
+# evaluates exp(r * ln2) with the same polynomial; r * ln2 is rounded once (fma with ln2 in
+# hi + lo), which adds under 0.1 ulp. The argument is clamped to [-200, 200] (exp2: [-300,
+# 300]) first, so the scaling never leaves the normal range: exp(-200) ~ 1.4e-87 and
+# exp(200) ~ 7e86 round to 0 and inf in float32 as every x beyond them does. NaN passes
+# through. rint and fma are LLVM intrinsics (exactly rounded, the same bits on every
+# machine, in software where the CPU lacks FMA), so fast mode's flags cannot undo the range
+# reduction (a `(x + 1.5 * 2**52) - 1.5 * 2**52` rounding trick would be reassociated away).
+# This FMA implements one float64 function, as libm's own exp does; it is not a contraction
+# of the kernel's arithmetic, which stays FMA-free.
 
 # Taylor coefficients 1/k!, k = 2..13: |r| <= 0.3466 leaves r**14 / 14! < 5e-18.
 _C = [1.0 / math.factorial(k) for k in range(2, 14)]

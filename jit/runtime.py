@@ -1,9 +1,8 @@
 """Run-time helpers the generated kernels call, and the namespace each tier runs them in.
 
-Each helper is plain Python in Numba's subset, matching the numpy form of its op-table row
-(ir/ops.py) exactly; the `numba` tier wraps them with `njit`, the `py` tier calls them as
-they are. Codecs come from tilepy.precision.codecs; nothing here decides semantics that the
-op table or the precision layer do not already state.
+Each helper is plain Python in Numba's subset, matching its op-table row's numpy form
+(ir/ops.py) exactly: the `numba` tier wraps it with `njit`, the `py` tier calls it as it
+is. Codecs come from tilepy.precision.codecs; nothing here decides semantics.
 """
 
 from __future__ import annotations
@@ -303,8 +302,8 @@ def codec_name(kind: str, fmt: str) -> str:
 
 # Every shared helper is compiled with an explicit fastmath=False: Numba compiles a callee
 # with the flags of its first caller unless the callee sets them, and reuses that code for
-# every later caller (numba#7168), so a helper first reached from a fast kernel gave exact
-# kernels fast-math code (a max that lost -0 and NaN). Set on the wrapper, the flag also
+# every later caller (numba#7168), so a helper first reached from a fast kernel would give
+# exact kernels fast-math code (a max that loses -0 and NaN). Set on the wrapper, the flag also
 # holds for what it calls (the precision codecs).
 _EXACT = {"fastmath": False}
 

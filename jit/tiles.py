@@ -46,7 +46,7 @@ def emit_copy(em: Emitter, w: Writer, s: Copy) -> None:
 
 def _unsigned(idx: list[str]) -> list[str]:
     """Indices known to be inside their buffer, as uint64: Numba then drops the
-    negative-index wraparound code and the copy loops vectorise (PERF_NOTES)."""
+    negative-index wraparound code and the copy loops vectorise (docs/perf-log.md)."""
     return [i if i.isdigit() else f"np.uint64({i})" for i in idx]
 
 

@@ -1,29 +1,8 @@
-"""Loop versioning for global bounds checks: T.Parallel nests whose global element indices
-can be bounded before they run get an unchecked copy.
-
-Every global element load and store is checked (jit/bounds.py), and a check whose failing
-side records a fault keeps LLVM from vectorising the loop around it (10x on a plain
-`Z[g] = X[g] * 2 + Y[g]` nest). Most such indices are affine in the nest's loop variables,
-`by * bm + i`, so their range over the whole nest is known before it starts. An outermost
-T.Parallel loop is then emitted twice:
-
-    if <the range of every boundable global index lies inside its array>:
-        <the nest; those accesses unchecked>
-    else:
-        <the nest; every access checked, as before>
-
-A range is bounded by interval arithmetic evaluated at run time, in int64, just before the
-nest: loop variables of the nest range over [start, stop - 1] (their bounds bounded the same
-way), names it binds with `x = ...` take their value's range, and anything else without a
-load is a fixed value computed there. Supported: +, -, unary -, * and floor division and
-modulo by constants, min/max, casts between integer types. A comparison of a variable in
-an enclosing `if` of the nest (`if ih >= 0 and ih < H:`) narrows that variable's range for
-the accesses under it: variables are immutable, so it holds wherever they run. Each
-intermediate range must also lie inside its node's dtype and the int32 range, so no index
-arithmetic in the nest can wrap; otherwise, or for any other expression (a load, a
-non-constant product), that access stays checked in both copies. The ranges
-over-approximate, so the test can send a nest to the checked copy needlessly, but never
-skip a needed check. Decides no values: both copies compute the same thing.
+"""Loop versioning for global bounds checks: an outermost T.Parallel nest whose global element
+indices can be bounded before it runs is emitted twice, `if <every bounded index range lies
+inside its array>: <the nest, those accesses unchecked> else: <the nest, all checked>`, as a
+check (its failing side records a fault) keeps LLVM from vectorising the loop around it.
+Decides no values: both copies compute the same thing.
 """
 
 from __future__ import annotations
@@ -263,7 +242,20 @@ def _binds(loop: For) -> dict:
 def plan(em, w: Writer, loop: For) -> tuple[str, set] | None:
     """Emit the range computation for `loop`'s nest; return the condition under which its
     boundable global accesses are all in range and the set of those accesses (each bounded
-    wherever it occurs), or None when no access can be bounded."""
+    wherever it occurs), or None when no access can be bounded.
+
+    Ranges come from interval arithmetic evaluated at run time, in int64, just before the
+    nest: loop variables of the nest range over [start, stop - 1] (their bounds bounded the
+    same way), names it binds with `x = ...` take their value's range, and anything else
+    without a load is a fixed value computed there. Supported: +, -, unary -, * and floor
+    division and modulo by constants, min/max, casts between integer types. A comparison of
+    a variable in an enclosing `if` of the nest (`if ih >= 0 and ih < H:`) narrows that
+    variable's range for the accesses under it: variables are immutable, so it holds
+    wherever they run. Each intermediate range must also lie inside its node's dtype and
+    the int32 range, so no index arithmetic in the nest can wrap; otherwise, or for any
+    other expression (a load, a non-constant product), that access stays checked in both
+    copies. The ranges over-approximate: the test may send a nest to the checked copy
+    needlessly, but never skips a needed check."""
     accesses = global_accesses(loop, lambda b: em.ref(b).kind == "global")
     # a dry run finds the accesses bounded at every occurrence; the real run emits the
     # test for those only, so an unbounded access adds no condition

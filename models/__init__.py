@@ -1,3 +1,3 @@
-"""tilepy.models: autograd tensors, layers, optimizers and training loops built on tilepy
-kernels.
+"""tilepy.models (planned; nothing here yet): autograd tensors, layers, optimizers and training
+loops built on tilepy kernels.
 """

@@ -1,16 +1,8 @@
-"""Calibration: measure the cost model's parameters on this machine and compare its
-predictions with measured ping-pongs and allreduce sweeps.
-
-alpha and beta come from a ping-pong, gamma from timed adds, the per-call overhead from an
-allreduce on a 1-rank communicator, oversubscription from ranks per core (and, for the
-"exchange" variant, alpha and beta from a step with every rank sending at once, gamma
-from every rank adding at once); for the local
-backend's shared-memory path, the memory rate from every rank copying at once (and, in
-`predicted_vs_measured`, from every rank adding arrays at once over the same working set
-as each allreduce size) and the latency from a 4-byte allreduce. None is fitted to the
-allreduce sweep that they predict (`fit_from_sweep` does that, as a diagnostic only).
-Call the functions on every rank inside `launch` (they are collective); rank 0's return
-value holds the numbers. Times are medians of `reps` runs after one warm-up.
+"""Calibration: measure the cost model's parameters on this machine (`measure`) and compare
+its predictions with timed allreduce sweeps (`predicted_vs_measured`). The functions are
+collective: call them on every rank inside `launch`; rank 0's return value holds the
+numbers. Times are medians of `reps` runs after one warm-up. No parameter is fitted to the
+sweep it predicts (`fit_from_sweep` does that, as a diagnostic only).
 """
 
 from __future__ import annotations
@@ -248,9 +240,14 @@ def fit_from_sweep(measured: dict, p: int) -> tuple[float, float, float]:
 
 def measure(comm, pingpong_sizes=PINGPONG_SIZES, reps: int = 10,
             copy_bytes: int = 256 << 20):
-    """Every model parameter for this communicator (see the module docstring). Rank 0
-    times the adds and a call's software alone while the others wait, and broadcasts the
-    figures: concurrency is the model's business (oversubscription)."""
+    """Every model parameter for this communicator: alpha and beta from a ping-pong (also
+    fitted in pieces), gamma from timed adds, the per-call overhead from an allreduce on a
+    1-rank communicator, oversubscription from ranks per core; for the "exchange" variant,
+    alpha and beta from a step with every rank sending at once and gamma from every rank
+    adding at once; for the local backend's shared-memory path, the memory rate from every
+    rank copying at once and the latency from a 4-byte allreduce. Rank 0 times the adds
+    and a call's software alone while the others wait, and broadcasts the figures:
+    concurrency is the model's business (oversubscription)."""
     pp = pingpong(comm, list(pingpong_sizes), reps=reps)
     alpha, beta = fit_alpha_beta(pp)
     pieces = fit_pieces(pp)

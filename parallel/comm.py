@@ -1,11 +1,8 @@
-"""`Communicator`: the backend-independent API (mpi4py / torch.distributed style).
-
-It owns argument checking, the collective call sequence (and its debug-mode cross-rank
-check), which public call each rank is in and where the user made it (for errors), and
-dispatch to the algorithm table. A backend supplies only raw point-to-point
-calls (`_send_raw`, `_recv_raw`, `_sendrecv_raw`), optional `_native_*` collectives,
-`_make_sub` for split and optionally `_shared_allreduce`. Inputs are never written; allreduce
-returns a read-only result (or writes `out=`), every other call a new array.
+"""`Communicator`, the backend-independent API: argument checks, the collective call
+sequence (cross-checked in debug mode), each rank's call and user site (for errors), and
+dispatch to the algorithm table. A backend supplies `_send_raw`, `_recv_raw`,
+`_sendrecv_raw`, `_make_sub`, optionally `_native_*` and `_shared_allreduce`. Inputs are
+never written; allreduce returns a read-only result (or writes `out=`), others new arrays.
 """
 
 from __future__ import annotations

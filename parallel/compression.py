@@ -1,10 +1,8 @@
 """Gradient compression: block quantisers (int8, int4, fp8, fp4) with power-of-two block
-scales, top-k, PowerSGD, and error feedback; each encodes to ONE uint8 buffer whose size
-is the exact byte count sent (payload + scales + indices), so accounting is `buf.size`.
-
-Element rounding uses tilepy.precision (cast = RNE, stochastic_round with explicit random
-bits); `MXBlock` is precision's own MX / NVFP4 quantiser. The power-of-two block layer of
-the other quantisers is written here (it adds stochastic rounding and the dense int4).
+scales, top-k, PowerSGD and error feedback. Each Compressor encodes to ONE uint8 buffer
+whose size is the exact byte count sent (payload + scales + indices): accounting is
+`buf.size`. Elements round through tilepy.precision (RNE, or stochastic from explicit random
+bits); `MXBlock` is precision's MX / NVFP4 quantiser, the others' block layer is here.
 """
 
 from __future__ import annotations

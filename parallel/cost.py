@@ -1,11 +1,8 @@
 """Closed-form alpha-beta-gamma costs of the allreduce algorithms and NCCL-style selection.
 
-Costs follow Thakur, Rabenseifner and Gropp (2005) for n bytes on p ranks: alpha per
-message, beta per byte sent, gamma per byte reduced. Non-powers of two add the fold and
-unfold steps of tilepy's spec. On a topology, a fixed software overhead per call is added
-and ranks that share cores pay their level's oversubscription on beta and gamma.
-`shared_cost` is the local backend's shared-memory allreduce (no messages: memory traffic).
-`tuning_table` prints the cheapest algorithm per message size and per topology level.
+Costs follow Thakur, Rabenseifner and Gropp (2005) for n bytes on p ranks (alpha per
+message, beta per byte sent, gamma per byte reduced), plus tilepy's fold steps for non-powers
+of two; on a topology, a per-call overhead and the levels' oversubscription (`allreduce_cost`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""The `local` backend: N ranks as N threads of one process, talking through mailboxes.
-
-A mailbox is a FIFO per (communicator, source, destination, tag); sends never block and
-pass array references (algorithms never write an array after sending it; user sends copy).
-Allreduce meets in shared memory instead: the ranks post their inputs, each reduces its
-share of the elements into one result in the algorithm's order (plans.py), and all get
-that result read-only. Every wait fails instead of hanging: when a peer failed or
-returned, or after `timeout` in one wait (stall.py's errors say which ranks did not arrive
-and where they are: a rank's thread shows where it computes). Ranks are threads, so a
-rank can neither be stopped from outside nor end the process without ending every rank.
+"""The `local` backend: N ranks as N threads of one process. Sends pass array references
+(never blocking) through a FIFO per (communicator, source, destination, tag); allreduce
+meets in shared memory instead, each rank reducing its share in the algorithm's order
+(plans.py). Every wait fails instead of hanging: when a peer failed or returned, or after
+`timeout` in one wait (stall.py's errors name the ranks missing and where they are).
 """
 
 from __future__ import annotations
@@ -214,6 +209,8 @@ class LocalComm(Communicator):
         world.comms[members[rank]].append(self)
 
     def _send_raw(self, x, dst, tag):
+        # the array itself travels: algorithms never write an array after sending it, and
+        # the public sends copy
         self.world.put((self.ctx, self.rank, dst, tag), x)
 
     def _recv_raw(self, src, tag, count, dtype):
@@ -288,7 +285,9 @@ class LocalComm(Communicator):
 
 def run(fn, size: int, timeout: float, debug: bool, node_size: int | None, args, kwargs,
         return_exceptions: bool):
-    """Run fn(comm, *args, **kwargs) on `size` threads; results (or the failure) in order."""
+    """Run fn(comm, *args, **kwargs) on `size` threads; results (or the failure) in order.
+    Ranks are threads, so a rank can neither be stopped from outside nor end the process
+    without ending every rank."""
     world = World(size, timeout)
     results: list = [None] * size
 

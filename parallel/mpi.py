@@ -1,9 +1,8 @@
 """The `mpi` backend: one rank per process under mpiexec, through mpi4py (imported lazily).
-
-Point-to-point calls move raw bytes (so ml_dtypes arrays travel as they are). Every
-blocking MPI call runs under the launch's watchdog (watchdog.py), which fails the job
-instead of letting it hang. The `native` algorithm calls MPI's own collectives
-(user-defined ops for narrow floats).
+Point-to-point calls move raw bytes (ml_dtypes arrays travel as they are); every blocking
+MPI call runs under the launch's watchdog (watchdog.py), which fails the job instead of
+letting it hang. The `native` algorithm calls MPI's own collectives (user-defined ops for
+narrow floats).
 """
 
 from __future__ import annotations
@@ -27,8 +26,8 @@ def import_mpi():
     """mpi4py's MPI module, or a clear error saying how to install it.
 
     With more ranks than cores (PMI_SIZE from the launcher), MPICH's busy-wait loops starve
-    each other; unless the user chose otherwise, let them yield (measured here at 4 ranks
-    on 2 cores: 3.3 ms -> 0.9 ms per small allreduce). Read by MPI_Init, so set it first.
+    each other; unless the user chose otherwise, let them yield (docs/perf-log.md). Read
+    by MPI_Init, so set it first.
     """
     size = int(os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or 0)
     if size > (os.cpu_count() or 1):
@@ -210,7 +209,7 @@ class MpiComm(Communicator):
         return out
 
 
-_BUILTIN_TYPES = {  # keyed by dtype (dtype.name is slow: ~10 us per call)
+_BUILTIN_TYPES = {  # keyed by dtype: dtype.name is slow per call (docs/perf-log.md)
     np.dtype(k): v for k, v in {
         "float32": "FLOAT", "float64": "DOUBLE", "int8": "INT8_T", "int16": "INT16_T",
         "int32": "INT32_T", "int64": "INT64_T", "uint8": "UINT8_T", "uint16": "UINT16_T",

@@ -1,10 +1,8 @@
 """Per-element reduction orders of the allreduce algorithms, and their blocked evaluation.
-
 A plan is a list of segments (start, stop, tree): every element of [start, stop) is reduced
-by the same expression tree, a rank (leaf) or a pair (left, right) combined as
-`left op right`. The trees restate spec.py's orders (tests check them equal), so a backend
-that sees every rank's input (the local backend's shared-memory allreduce) gets each
-algorithm's bits without sending messages. This module only computes; it never waits.
+by one tree of ranks (leaves) and pairs `left op right`, restating spec.py's orders (tests
+check them equal), so the local backend's shared-memory allreduce gets each algorithm's
+bits without messages. Only computes; never waits.
 """
 
 from __future__ import annotations
@@ -14,9 +12,8 @@ from tilepy.parallel.ops import combine
 
 DEST = -1  # a step operand/result naming the destination block; -2 - k is scratch row k
 # Elements per evaluated block, in bytes. Partial results of a block are reused while
-# warm in cache; fewer, longer ufunc calls hand the GIL over less often between ranks. On
-# this machine (2 MiB L2, a large L3) a 64 MiB 4-rank allreduce took 22.2 ms with 256 KiB
-# blocks, 19.1 with 1 MiB, 18.9 with 4 MiB and 17.2 unblocked; 4 MiB bounds the scratch.
+# warm in cache; fewer, longer ufunc calls hand the GIL over less often between ranks.
+# 4 MiB came close to unblocked evaluation and bounds the scratch (docs/perf-log.md).
 BLOCK_BYTES = 4 << 20
 
 

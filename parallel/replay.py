@@ -1,9 +1,8 @@
-"""Replays of MPICH's allreduce orders with tilepy's specified algorithms.
-
-MPICH's algorithm (as forced by MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM, or its default on one
-node) maps to a tilepy algorithm with the same per-element order; checked bit for bit
-against real MPICH under mpiexec in tests/parallel/test_mpi.py. MPICH's ring cuts chunks
-of ceil(n/p) elements (chunk c starts at rank c+1), hence tilepy's `mpich_ring`.
+"""Replays of MPICH's allreduce orders with tilepy's specified algorithms: MPICH's algorithm
+(as forced by MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM, or its default on one node) maps to the
+tilepy algorithm with the same per-element order, checked bit for bit against MPICH under
+mpiexec (tests/parallel/test_mpi.py). MPICH's ring cuts chunks of ceil(n/p) elements
+(chunk c starts at rank c+1), hence tilepy's `mpich_ring`.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ MPICH_TO_TILEPY = {
     "recursive_doubling": "recursive_doubling",
     "reduce_scatter_allgather": "rabenseifner",
     "ring": "mpich_ring",
-    # measured on this machine (MPICH 5.0.2, one node): the default order equals
-    # recursive doubling for every size tested (1..40000 elements, p = 4)
+    # on one node MPICH's default order equals recursive doubling at every size checked
+    # (MPICH 5.0.2, p = 4, 1..40000 elements; tests/parallel/test_mpi.py checks p = 4)
     "default": "recursive_doubling",
 }
 

@@ -1,9 +1,8 @@
-"""Explaining a stalled rank: what every rank is doing (`RankState`) and the errors that name
-the ranks a waiting rank waits for, where they are instead, and the setting to change.
-
-Both backends describe their ranks with `RankState` (the local one from its threads, the
-mpi one from the ranks' answers to a query) and raise the errors built here, so a stall
-reads the same on both. Ranks are the launch's (world) ranks.
+"""Explaining a stalled rank: what every rank is doing (`RankState`) and the errors naming the
+ranks a waiting rank waits for, where they are instead, and the setting to change. Both
+backends describe their ranks with `RankState` (local: from its threads; mpi: from the
+ranks' answers to a query) and raise the errors built here, so a stall reads the same on
+both. Ranks are the launch's (world) ranks.
 """
 
 from __future__ import annotations

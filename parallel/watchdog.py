@@ -1,10 +1,8 @@
 """The mpi backend's watchdog: one thread per launch in each rank's process, so that no
-blocking MPI call hangs. It fails the job (`on_error`: print, then MPI_Abort) when a call
-has waited `timeout` for its peers, or waits for a rank that has returned from its
-function or whose process has ended; then it asks the other ranks where they are, so the
-error names the ranks that did not arrive. It talks over a control communicator of its
-own while the main thread may be blocked in MPI (MPI_THREAD_MULTIPLE, mpi4py's default);
-at a lower thread level it only enforces the timeout.
+blocking MPI call hangs. When a call has waited `timeout`, or waits for a rank that returned
+or whose process ended, it asks the other ranks where they are (over a control communicator
+of its own; needs MPI_THREAD_MULTIPLE, mpi4py's default, else it only enforces the timeout)
+and fails the job (`on_error`: print, then MPI_Abort) naming the ranks that did not arrive.
 """
 
 from __future__ import annotations

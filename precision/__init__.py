@@ -1,9 +1,8 @@
-"""tilepy.precision: number formats and their numerics; the lowest layer.
+"""tilepy.precision: number formats and their numerics; the lowest layer (docs/precision.md).
 
-Owns the format table (the single source of dtypes for the IR), rounding and saturation,
-codecs, block scaling and mixed-precision policies. Depends on numpy and ml_dtypes only
-(Numba lazily: codecs, codecs64, blocks_jit, gemm_jit); never imports another tilepy layer.
-See docs/precision.md.
+Owns the format table (the IR's dtypes), rounding and saturation, codecs, block scaling,
+mixed-precision policies and scaling. Imports numpy and ml_dtypes (Numba only in its Numba
+modules: codecs, codecs64, blocks_jit, gemm_jit, numba_target) and no other tilepy layer.
 """
 
 from tilepy.precision.blocks import SCHEMES, Quantized, dequantize, quantize

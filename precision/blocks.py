@@ -1,9 +1,8 @@
-"""Block-scaled quantisation in numpy (the reference): MX, NVFP4, DeepSeek 1x128 / 128x128,
-per-tensor and per-channel amax scaling.
+"""Block-scaled quantisation in numpy, the reference (`SCHEMES`, `quantize`, `dequantize`):
+MX, NVFP4, DeepSeek 1x128 / 128x128, per-channel and per-tensor amax scaling.
 
-Owns each scheme's rule for scales and elements (`SCHEMES`, `quantize`, `dequantize`).
-Element rounding goes through `rounding.cast`; the Numba twin (blocks_jit) must give the
-same bits. Blocks tile the last axis (and, for 128x128, the last two axes).
+Blocks tile the last axis (the last two for 128x128); elements round through
+`rounding.cast`. blocks_jit.py is the Numba twin and must give the same bits.
 """
 
 from __future__ import annotations

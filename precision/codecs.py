@@ -1,10 +1,8 @@
-"""Numba bit codecs: scalar float32 <-> storage-code functions usable inside njit kernels.
-
-Owns the encoders (float32 -> uint8/uint16 code, RNE, optional saturation, stochastic
-rounding from explicit random bits) and decoders (code -> float32) whose bits equal
-ml_dtypes' (numpy's for float16), plus parallel array wrappers (bfloat16 arrays stream
-through explicit vector kernels). Importing this module imports numba; `import
-tilepy.precision` never does. Semantics live in codespec/rounding.
+"""Numba bit codecs: float32 <-> storage-code functions for njit kernels, bit-equal to
+ml_dtypes (numpy for float16), and parallel array wrappers (bfloat16 arrays stream through
+explicit vector kernels). Encoders round to nearest even, optionally saturate or round
+stochastically from given random bits; the rules live in codespec/rounding. Importing this
+module imports numba (`import tilepy.precision` never does).
 """
 
 from __future__ import annotations
@@ -364,9 +362,8 @@ def _encode64_kernel(fmt, saturate: bool):
 # down), so both directions are a few integer ops per element and the arrays' memory
 # traffic is the whole cost. The kernels work on 32-element vectors. Large decodes store
 # them with non-temporal stores: a plain store first reads the output line into the
-# cache, and for decode that read is as large as the input (measured 7.3 vs 13.0 ms for
-# 2^24 elements on one thread). Encode writes half what it reads and measured slower
-# with them (13.6 vs 10.4 ms), so it keeps plain stores.
+# cache, and for decode that read is as large as the input. Encode writes half what it
+# reads and was slower with them, so it keeps plain stores (docs/perf-log.md).
 
 _LANES = 32  # elements per vector step: one 64-byte line of bf16 codes
 _TASK = 1 << 16  # elements per parallel task (a multiple of _LANES)

@@ -1,9 +1,7 @@
-"""Numba float64 -> narrow-format encoders with ONE rounding (what `cast` does for float64).
-
-Owns `encoder64` (the JIT's path for values computed in float64, e.g. transcendentals,
-then stored narrow) and the float64 bit intrinsics. The value is rounded to the format's
-grid in float64 and handed, now exact, to the float32 encoder of codecs.py, so overflow,
-NaN and saturation rules stay in one place. Imports numba.
+"""Numba float64 -> narrow-format encoders with ONE rounding (`encoder64`, what `cast` does
+for float64) and the float64 bit intrinsics; imports numba. A value is rounded to the
+format's grid in float64, then encoded, now exact, by codecs.py's float32 encoder, which
+keeps the overflow, NaN and saturation rules (float8_e8m0fnu has its own rule here).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""Scaled gemm reference in numpy: C = A @ B^T for operands in any table format, with
-their block scales, under a documented accumulation model (`ACCUMULATION`).
+"""Scaled gemm reference in numpy (`scaled_gemm`): C = A @ B^T for operands in any table
+format with their block scales, under one of the accumulation models of `ACCUMULATION`.
 
-Owns the operand expansion (element values and per-element scales) and the k-ascending
-accumulation rules; gemm_jit.py is its Numba twin and must give the same bits. Not a fast
-path: it exists to say what a low-precision gemm on some hardware should return.
+Owns the operand expansion and the k-ascending accumulation; gemm_jit.py, its Numba twin,
+must give the same bits. Not a fast path: it says what such hardware should return.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Mixed-precision policies: which storage / compute / accumulate format each layer or op
-class uses, and an autocast-style context the models layer reads.
+class uses, and an autocast-style context (`current_policy`) for training code to read.
 
-Owns only the choice of formats (names from the format table); it converts no values.
-Lookups: a layer-name rule (fnmatch pattern, most specific wins) beats an op-class rule,
-which beats the default.
+Only chooses formats (names from the format table); converts no values. A layer-name rule
+(fnmatch pattern, most specific wins) beats an op-class rule, which beats the default.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""Rounding arrays to a number format in numpy: `cast`, `round_to`, `decode`.
+"""Rounding arrays to a number format in numpy (`cast`, `round_to`, `decode`, ...): the
+interpreter's reference for every store and every narrow-float operation.
 
-The interpreter's reference for every store and every narrow-float operation. Results are
-ml_dtypes' bits, except that float64 inputs are rounded once and float8_e8m0fnu follows
-tilepy's own rule (docs/precision.md), whatever the installed ml_dtypes does.
-Vectorised numpy only; never imports numba.
+Bits are ml_dtypes', except that float64 inputs round once and float8_e8m0fnu follows
+tilepy's own rule (docs/precision.md). Vectorised numpy only; never imports numba.
 """
 
 from __future__ import annotations

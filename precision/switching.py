@@ -1,9 +1,8 @@
-"""Dynamic precision switching: a controller that moves each layer along a ladder of
-formats (e.g. fp8 -> bf16 -> fp32) from measured overflow / underflow fractions.
+"""Dynamic precision switching: a controller that moves each layer along a ladder of formats
+(e.g. fp8 -> bf16 -> fp32) from its measured overflow / underflow fractions.
 
-Owns the decision rule with hysteresis (widen after `patience` bad observations in a row,
-narrow back only after `cooldown` clean ones, a dead band in between); it measures with
-`range_stats` but never converts the tensors itself.
+Owns the rule with hysteresis (widen after `patience` bad observations in a row, narrow
+only after `cooldown` clean ones); `range_stats` measures; nothing here converts tensors.
 """
 
 from __future__ import annotations

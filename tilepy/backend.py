@@ -1,9 +1,8 @@
 """Choosing where kernels run: `with tilepy.backend("interp"):`, or TILEPY_BACKEND.
 
-Backends: "jit" (the default: Numba, bit-identical to the interpreter; `fast=True` for the
-fast mode), "interp" (the reference interpreter, with its sanitizers, tracing, pdb) and
-"py" (the JIT's generated source run by plain Python). The choice is a context variable, so
-threads and nested contexts each see their own. Backends load lazily.
+"jit" (the default: Numba, the interpreter's bits; `fast=True` for the fast mode), "interp"
+(the reference interpreter: sanitizers, tracing, pdb) or "py" (the JIT's source run by plain
+Python). The choice is a context variable (per thread and nested context); backends load lazily.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The public API's edge: a TilepyError leaving tilepy shows the user's frames only.
 
-`api_boundary` wraps the entry points a user calls (building a kernel, calling it, `T.*`
-outside a kernel). When a TilepyError passes through one, the frames of tilepy's own files
-(and of the JIT's generated modules) are removed from its traceback and from those of the
-exceptions chained to it; the chain itself is kept. `TILEPY_TRACEBACK=full` keeps every
-frame. This module decides nothing about errors' messages.
+`api_boundary` wraps the entry points a user calls; a TilepyError passing one loses the
+frames of tilepy's files and of the JIT's generated modules, in its traceback and in the
+exceptions chained to it (TILEPY_TRACEBACK=full keeps them). Decides nothing about messages.
 """
 
 from __future__ import annotations

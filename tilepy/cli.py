@@ -1,15 +1,8 @@
 """The `tilepy` command: inspect and precompile kernels from the shell.
 
-`tilepy ir TARGET [ARGS...]` prints a kernel's IR. TARGET is FILE.py:NAME or MODULE:NAME;
-NAME is a @T.prim_func kernel or a @tilepy.jit function (a lazy factory, or an eager kernel,
-whose arrays are not needed), built with ARGS: Python literals, positional or NAME=VALUE.
-`tilepy jit-compile MODULE|FILE.py...` fills the JIT's disk cache (ahead-of-time mode) with
-the kernels the modules define, and reports each. `tilepy version` prints versions.
-
-Modules and files are imported from the current folder under their own names, so a file's
-`if __name__ == "__main__":` block does not run. A mistake on the command line exits with
-status 2 and a one-line message; an error in a kernel, with 1 and tilepy's message. This
-module only loads, parses arguments and prints.
+`tilepy ir TARGET [ARGS...]` prints a kernel's IR, `tilepy jit-compile MODULE|FILE.py...`
+fills the JIT's disk cache, `tilepy version` prints versions. A command-line mistake exits
+with status 2 and one line, an error in a kernel with 1. Only loads, parses and prints.
 """
 
 from __future__ import annotations
@@ -169,6 +162,9 @@ def _required(obj) -> list[str]:
 
 
 def _cmd_ir(args) -> int:
+    """`tilepy ir TARGET [ARGS...]`: TARGET is FILE.py:NAME or MODULE:NAME, NAME a
+    @T.prim_func kernel or a @tilepy.jit function (a lazy factory, or an eager kernel,
+    whose arrays are not needed) built with ARGS."""
     obj = _target(args.target)
     pos, kw = _literals(args.args)
     from tilepy.ir.stmt import PrimFunc
@@ -183,6 +179,8 @@ def _cmd_ir(args) -> int:
 
 
 def _cmd_jit_compile(args) -> int:
+    """`tilepy jit-compile MODULE|FILE.py...`: compile the kernels each module defines into
+    the disk cache (ahead-of-time mode) and report each; status 1 if one could not be."""
     from tilepy.jit.aot import precompile
 
     status = 0

@@ -1,9 +1,8 @@
 """`import tilepy.language as T`: the names a kernel is written with (TileLang's surface).
 
-Each tile-language function here is a `Builtin`: inside a kernel the front end recognises
-it by identity and builds IR; called from plain Python it raises a clear error (except the
-few that also make sense at build time, such as `T.ceildiv` on ints). This module holds no
-semantics: tilepy/frontend/ turns calls into IR and the op table defines what they compute.
+Each tile-language function is a `Builtin` that the front end recognises by identity inside
+a kernel; called from plain Python it raises a clear error (except build-time ones such as
+`T.ceildiv` on ints). No semantics here: frontend/ builds IR, the op table defines values.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""Eager-style `@tilepy.jit` kernels: tensors declared in the body, outputs returned.
-
+"""Eager-style `@tilepy.jit` kernels: tensors declared in the body, outputs returned, as in
 `def gemm(A, B, block_M: int = 64): M, N, K = T.const("M, N, K"); A: T.Tensor((M, K), dt);
 C = T.empty((M, N), dt); with T.Kernel(...): ...; return C`. Parameters annotated in the
-body are the arrays of each call; the others are build-time values, and each distinct set
-of them builds (and caches) one Kernel.
+body are each call's arrays; the others are build-time values, and each distinct set of
+them builds (and caches) one Kernel.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Building typed IR expressions from front-end values: literals, promotion, op calls.
 
-A front-end value is either a build-time Python value (int, float, bool, Format, tuple...)
-or an IR expression. Arithmetic on two build-time values happens in Python; anything that
-touches an IR expression becomes a `Call` typed by the op table, with explicit casts where
-operand dtypes differ. Only the op table decides what an op computes.
+Arithmetic on two build-time values (int, float, bool, Format...) happens in Python; any
+that touches an IR expression becomes a `Call` typed by the op table, with explicit casts
+where operand dtypes differ. Only the op table decides what an op computes.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Finding the source of a function typed at the standard Python prompt (before 3.13).
-
-Python < 3.13 keeps no source for code typed at its `>>>` prompt (the function's file is
-`<stdin>`), but when the prompt reads lines through readline, they are in readline's
-history. `recover(fn)` looks there for the statement that defined `fn` and accepts it only
-if compiling it gives exactly `fn`'s code object, then registers it in linecache under a
-name of its own so error messages can show its lines. It builds no IR.
+"""Finding the source of a function typed at the standard Python prompt, which before 3.13
+keeps none (the file is `<stdin>`): `recover(fn)` looks for its `def` in readline's
+history, accepts it only if compiling it gives exactly `fn`'s code object, and registers it
+in linecache so error messages can show its lines. Builds no IR.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Calling plain Python helpers on runtime values: `def gelu(x): return 0.5 * x * (...)`.
 
-As in TileLang (where TVM expressions overload operators), a Python function or lambda
-called inside a kernel with runtime scalars runs at build time on `Traced` stand-ins whose
-operators build IR. Control flow on a Traced value cannot be decided at build time and
+As in TileLang, a Python function or lambda called in a kernel with runtime scalars runs at
+build time on `Traced` stand-ins whose operators build IR. Control flow on a Traced value
 raises an error that says to use T.if_then_else or a @T.macro.
 """
 

@@ -1,9 +1,8 @@
-"""The front end proper: a kernel function's AST -> a `PrimFunc`, statement by statement.
-
-Handles both TileLang styles: `@T.prim_func` functions whose parameters are annotated
-`T.Tensor`s, and eager `@tilepy.jit` functions that declare tensors in the body
-(`A: T.Tensor(...)`, `T.const`, `T.empty`). Python control flow on build-time values runs at
-build time; on runtime values it becomes IR. Every node keeps the user's source location.
+"""The front end proper: a kernel function's AST -> a `PrimFunc`, statement by statement, in
+both TileLang styles (`@T.prim_func` with `T.Tensor` parameters; eager `@tilepy.jit` with
+`A: T.Tensor(...)`, `T.const`, `T.empty` in the body). Python control flow on build-time
+values runs at build time, on runtime values it becomes IR; every node keeps the user's
+source location.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""tilepy.kernels: reference kernels written in the tile language.
-
-Each module holds kernels of one family; `checks.py` holds, per kernel, an independent
-numpy formulation and the error bound derived from the kernel's numerics, used by the
-demo, the tests and the benchmarks. Kernels take symbolic problem sizes where they can,
-so one IR serves every shape with the same tiles and dtypes.
+"""tilepy.kernels: reference kernels written in the tile language, one family per module,
+with symbolic problem sizes where they can (one IR serves every shape). checks.py pairs
+each with an independent numpy formulation and an error bound derived from its numerics,
+for the demo, the tests and the benchmarks.
 """
 
 from tilepy.kernels.attention import flash_attention

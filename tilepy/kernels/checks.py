@@ -1,9 +1,8 @@
 """Each reference kernel next to an independent numpy formulation and a derived error bound.
 
-A `Case` carries a kernel, its inputs, the float64 reference computed by plain numpy (never
-by tilepy), and an elementwise bound on |kernel - reference| derived from the kernel's
-numerics (comments give each derivation; u is the unit roundoff of the dtype a step rounds
-to). The demo, the tests and the benchmarks all use these cases.
+A `Case` holds a kernel, its inputs, the float64 reference computed by plain numpy (never
+by tilepy) and a bound on |kernel - reference| per element, derived from the kernel's
+numerics (comments derive each; u is the unit roundoff of the dtype a step rounds to).
 """
 
 from __future__ import annotations

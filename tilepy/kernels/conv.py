@@ -1,9 +1,7 @@
-"""2-d convolution, NHWC input, (KH, KW, C, F) filters, as an implicit im2col gemm.
-
-Each program computes a (block_M pixels) x (block_N filters) output tile. The k-loop walks
-KH*KW*C in steps of block_K: the A tile is gathered from the input (zero where the window
-falls in the padding), the B tile is the filter tensor re-viewed as a (KH*KW*C, F) matrix,
-and the output is re-viewed as (N*OH*OW, F).
+"""2-d convolution, NHWC input, (KH, KW, C, F) filters, as an implicit im2col gemm: each
+program computes a (block_M pixels) x (block_N filters) tile, its k-loop walking KH*KW*C in
+steps of block_K. The A tile is gathered from the input (zero where the window falls in the
+padding); the filters are re-viewed as a (KH*KW*C, F) matrix, the output as (N*OH*OW, F).
 """
 
 import tilepy

@@ -1,9 +1,8 @@
-"""Dequantising gemm: C = A @ dequant(B)^T with B in fp4 e2m1, two codes per byte.
-
-B_packed[n, k // 2] holds code k in its low nibble when k is even and in its high nibble
-when k is odd (low nibble first). Each code is expanded to bfloat16 bits in the kernel
-(sign, exponent e + 126, one mantissa bit; e = 0 is the subnormal 0.5 * m) and
-reinterpreted, then multiplied with bf16 A in fp32.
+"""Dequantising gemm: C = A @ dequant(B)^T with B in fp4 e2m1, two codes per byte:
+B_packed[n, k // 2] holds code k in its low nibble when k is even, in its high nibble when
+k is odd. The kernel expands each code to bfloat16 bits (sign, exponent e + 126, one
+mantissa bit; e = 0 is the subnormal 0.5 * m), reinterprets them and multiplies with bf16 A
+in fp32.
 """
 
 import tilepy

@@ -1,10 +1,7 @@
-"""LayerNorm and RMSNorm over the last axis, fp32 statistics, any storage dtype.
-
-One program per block of rows; each row is streamed in chunks of block_N (columns past N
-are masked out of the statistics). LayerNorm takes the mean first, then the centred second
-moment (two passes: no cancellation from E[x^2] - E[x]^2); a row that fits one tile
-(N <= block_N) is read once and both passes run on the tile, with the same sums in the
-same order as the chunked form.
+"""LayerNorm and RMSNorm over the last axis: fp32 statistics, any storage dtype, one program
+per block of rows streamed in chunks of block_N (columns past N masked out). LayerNorm takes
+the mean, then the centred second moment (two passes: no E[x^2] - E[x]^2 cancellation); a
+row that fits one tile is read once, with the same sums in the same order as chunked.
 """
 
 import tilepy

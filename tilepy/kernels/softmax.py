@@ -1,11 +1,8 @@
-"""Row softmax: one pass over a row that fits in a tile, the online formulation otherwise.
-
-One program per block of rows. When N <= block_N the row is loaded once: max, exp, sum
-and the division work on the tile in place, one exp per element. Longer rows stream in
-chunks of block_N with a running max and a rescaled running sum, then a second pass
-recomputes each exp. For rows that fit, both give the same bits: the online sum starts
-as 0 * exp(-inf - max) = +0, as the one-pass sum does. Columns past N are masked to -inf
-before they enter the max and the sum.
+"""Row softmax: one pass over a row that fits a tile (N <= block_N: max, exp, sum and division
+on the tile in place), else the online form (a running max and rescaled sum over chunks of
+block_N, then a second pass recomputing each exp). For rows that fit both give the same
+bits: the online sum starts as 0 * exp(-inf - max) = +0, as the one-pass sum does. Columns
+past N are masked to -inf before the max and the sum.
 """
 
 import tilepy
