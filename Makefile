@@ -8,6 +8,8 @@ CONSTRAINTS ?= constraints.txt
 PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.installed-stamp
 PIN         := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),--upgrade --upgrade-strategy eager)
+# pytest-xdist workers: tests are mostly single-threaded compiles, so one per core.
+WORKERS     ?= 2
 
 .PHONY: demo test test-latest test-oldest test-thorough test-exhaustive lint bench bench-jit \
 	bench-comm clean
@@ -23,7 +25,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
-	TILEPY_HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q -m "not exhaustive" tests
+	TILEPY_HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q -n $(WORKERS) -m "not exhaustive" tests
 
 test-latest:
 	rm -f .venv-latest/.installed-stamp
@@ -33,7 +35,7 @@ test-oldest:
 	$(MAKE) test VENV=.venv-oldest CONSTRAINTS=constraints-oldest.txt
 
 test-thorough: $(STAMP)
-	TILEPY_HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -m "not exhaustive" tests
+	TILEPY_HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -q -n $(WORKERS) -m "not exhaustive" tests
 
 test-exhaustive: $(STAMP)
 	TILEPY_HYPOTHESIS_PROFILE=thorough TILEPY_EXHAUSTIVE=1 $(PY) -m pytest -q tests -m exhaustive
