@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilepy.errors import NOLOC, Loc
+from tilepy.ir.errors import NOLOC, Loc
 from tilepy.ir.expr import Buffer
 from tilepy.ir.stmt import PrimFunc
 from tilepy.ir.types import Scope

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Union
 
-from tilepy.errors import NOLOC, Loc
+from tilepy.ir.errors import NOLOC, Loc
 from tilepy.ir.expr import Buffer, Expr, Region, Var
 
 Body = tuple["Stmt", ...]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from tilepy.errors import Loc, TileTypeError, VerifyError
+from tilepy.ir.errors import Loc, TileTypeError, VerifyError
 from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
 from tilepy.ir.ops import CASTS, Op, result_dtype
 from tilepy.ir.printer import format_shape

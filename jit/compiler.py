@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilepy.errors import ArgumentError, LoweringError, TilepyError
+from tilepy.ir.errors import ArgumentError, LoweringError, TilepyError
 from tilepy.ir.stmt import Breakpoint, PrimFunc, walk
 from tilepy.jit import diskcache
 from tilepy.jit.lower import Lowered, lower

@@ -8,7 +8,7 @@ element's order. Products and sums are emitted through the op table.
 
 from __future__ import annotations
 
-from tilepy.errors import LoweringError
+from tilepy.ir.errors import LoweringError
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import Gemm
 from tilepy.jit.regions import Side, bind_side, open_loops
