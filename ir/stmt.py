@@ -220,7 +220,7 @@ class PrimFunc:
     loc: Loc = _loc()
 
     def __str__(self) -> str:
-        from tilepy.ir.printer import format_func
+        from tilepy.ir.printer import format_func  # printer.py imports this module
 
         return format_func(self)
 
