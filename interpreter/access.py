@@ -14,6 +14,7 @@ import numpy as np
 from tilepy.interpreter import sanitize
 from tilepy.interpreter.state import Ctx
 from tilepy.interpreter.targets import Key, Windows
+from tilepy.interpreter.trace import Access
 from tilepy.ir.expr import Buffer
 from tilepy.ir.ops import cast_values
 from tilepy.ir.types import DType, Scope, compute_dtype
@@ -179,8 +180,6 @@ def _trace_elements(ctx: Ctx, buf: Buffer, op: str, n: int) -> None:
     lst = ctx.shared.listener
     if lst is None or buf.scope is not Scope.GLOBAL:
         return
-    from tilepy.interpreter.trace import Access
-
     ev = Access(ctx.block_coords(int(ctx.lin[0])), buf.name, None, None, n,
                 n * buf.dtype.itemsize, ctx.loc, op)
     (lst.on_load if op == "load" else lst.on_store)(ev)

@@ -12,12 +12,12 @@ import os
 
 import numpy as np
 
-from tilepy.errors import TileTypeError
 from tilepy.interpreter import access, regions, sanitize
 from tilepy.interpreter.state import Ctx
 from tilepy.interpreter.targets import Key
 from tilepy.interpreter.tileops import convert
 from tilepy.interpreter.trace import GemmEvent
+from tilepy.ir.errors import TileTypeError
 from tilepy.ir.ops import OPS, Op, reference
 from tilepy.ir.stmt import Cumsum, Gemm, Reduce, ReduceKind
 from tilepy.ir.types import DType, compute_dtype

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.errors import KernelRuntimeError, LoweringError, TilepyError
 from tilepy.interpreter import access, accumulate, debug, tileops
 from tilepy.interpreter.evaluate import (
     always_true,
@@ -21,6 +20,7 @@ from tilepy.interpreter.evaluate import (
 )
 from tilepy.interpreter.state import Ctx, LaneVar
 from tilepy.ir import stmt as S
+from tilepy.ir.errors import KernelRuntimeError, LoweringError, TilepyError
 from tilepy.ir.types import compute_dtype
 
 _TILE = {

@@ -11,6 +11,7 @@ import builtins
 
 import numpy as np
 
+from tilepy.interpreter.evaluate import evaluate
 from tilepy.interpreter.state import Ctx
 from tilepy.ir.expr import Buffer
 
@@ -47,8 +48,6 @@ def _buffer_value(ctx: Ctx, buf: Buffer, pos: int) -> np.ndarray:
 def print_stmt(ctx: Ctx, s, mask) -> None:
     """Prints `[block ...] msg` per block (in batch order), with each `{}` of the message
     replaced by an argument's value (a lane vector inside T.Parallel, a whole buffer)."""
-    from tilepy.interpreter.evaluate import evaluate
-
     values = [a if isinstance(a, Buffer) else evaluate(ctx, a, mask) for a in s.args]
     for pos in _positions(ctx, mask):
         shown = [str(_buffer_value(ctx, a, pos)) if isinstance(a, Buffer)

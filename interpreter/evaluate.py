@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.errors import KernelRuntimeError
 from tilepy.interpreter import access
 from tilepy.interpreter.access import Lane, Val
 from tilepy.interpreter.state import Ctx
+from tilepy.ir.errors import KernelRuntimeError
 from tilepy.ir.expr import Call, Const, Load, Var
 from tilepy.ir.ops import Op, cast_values, reference
 from tilepy.ir.types import compute_dtype, float64

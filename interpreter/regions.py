@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tilepy.errors import KernelRuntimeError
 from tilepy.interpreter import sanitize
 from tilepy.interpreter.evaluate import evaluate
 from tilepy.interpreter.state import Ctx
 from tilepy.interpreter.targets import Key, Windows
 from tilepy.interpreter.trace import Access
+from tilepy.ir.errors import KernelRuntimeError
 from tilepy.ir.expr import Buffer, Region
 from tilepy.ir.types import Scope
 

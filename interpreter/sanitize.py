@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.errors import HINT_OOB, OutOfBoundsError, RaceError, UninitializedReadError
 from tilepy.interpreter.state import Ctx
+from tilepy.ir.errors import HINT_OOB, OutOfBoundsError, RaceError, UninitializedReadError
 from tilepy.ir.expr import Buffer
 from tilepy.ir.types import Scope
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.errors import ArgumentError, LoweringError, TilepyError
 from tilepy.interpreter.control import run_body
 from tilepy.interpreter.evaluate import evaluate
 from tilepy.interpreter.state import Ctx, Shared
 from tilepy.ir import stmt as S
+from tilepy.ir.errors import ArgumentError, LoweringError, TilepyError
 from tilepy.ir.expr import Const
 from tilepy.ir.types import compute_dtype
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilepy.errors import NOLOC, Loc
-from tilepy.ir.expr import Buffer
+from tilepy.ir.errors import NOLOC, Loc
+from tilepy.ir.expr import Buffer, Const
 from tilepy.ir.stmt import PrimFunc
 from tilepy.ir.types import Scope
 
@@ -146,8 +146,6 @@ class Ctx:
         return arr
 
     def static_shape(self, buf: Buffer) -> tuple[int, ...]:
-        from tilepy.ir.expr import Const
-
         out = []
         for s in buf.shape:
             if isinstance(s, Const):
@@ -158,7 +156,7 @@ class Ctx:
 
     def host_value(self, e) -> int:
         """A size expression that does not depend on the block (sizes, constants)."""
-        from tilepy.interpreter.evaluate import evaluate
+        from tilepy.interpreter.evaluate import evaluate  # which imports this module
 
         v = np.asarray(evaluate(self, e, None))
         return int(v.reshape(-1)[0])

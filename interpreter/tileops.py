@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.errors import TileTypeError
 from tilepy.interpreter import access, regions, sanitize
 from tilepy.interpreter.evaluate import evaluate, index_forms
 from tilepy.interpreter.state import Ctx
 from tilepy.interpreter.targets import Key
+from tilepy.ir.errors import TileTypeError
 from tilepy.ir.expr import Region
 from tilepy.ir.ops import Op, reference
 from tilepy.ir.stmt import AtomicAdd, Copy, Fill

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tilepy.errors import Loc
+from tilepy.ir.errors import Loc
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Union
 
-from tilepy.errors import NOLOC, Loc
+from tilepy.ir.errors import NOLOC, Loc
 from tilepy.ir.types import DType, Scope, int32
 
 

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from tilepy.errors import TileTypeError
+from tilepy.ir.errors import TileTypeError
 from tilepy.ir.types import DType, bool_, compute_dtype
 
 

@@ -14,8 +14,8 @@ import os
 import re
 import tokenize
 
-from tilepy.errors import NOLOC, Loc, ParseError, TileTypeError
 from tilepy.ir import printer as P
+from tilepy.ir.errors import NOLOC, Loc, ParseError, TileTypeError
 from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var, full_region
 from tilepy.ir.ops import Op, result_dtype
 from tilepy.ir.stmt import (

@@ -12,7 +12,7 @@ import math
 import os
 from collections import Counter
 
-from tilepy.errors import Loc
+from tilepy.ir.errors import Loc
 from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var, full_region
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import (

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Union
 
-from tilepy.errors import NOLOC, Loc
+from tilepy.ir.errors import NOLOC, Loc
 from tilepy.ir.expr import Buffer, Expr, Region, Var
 
 Body = tuple["Stmt", ...]
@@ -220,7 +220,7 @@ class PrimFunc:
     loc: Loc = _loc()
 
     def __str__(self) -> str:
-        from tilepy.ir.printer import format_func
+        from tilepy.ir.printer import format_func  # printer.py imports this module
 
         return format_func(self)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from tilepy.errors import Loc, TileTypeError, VerifyError
+from tilepy.ir.errors import Loc, TileTypeError, VerifyError
 from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
 from tilepy.ir.ops import CASTS, Op, result_dtype
 from tilepy.ir.printer import format_shape
@@ -37,6 +37,7 @@ from tilepy.ir.stmt import (
     While,
 )
 from tilepy.ir.types import Scope, int32
+from tilepy.precision import rounding
 
 
 def verify(func: PrimFunc) -> None:
@@ -374,9 +375,7 @@ def _representable(c: Const) -> bool:
     if dt.is_int:
         info = ml_dtypes.iinfo(dt.np_dtype)  # exact; the table's float limits round int64
         return int(info.min) <= v <= int(info.max)
-    from tilepy.precision import cast
-
-    back = float(np.asarray(cast(np.asarray([v], dtype=np.float64), dt.name)[0],
+    back = float(np.asarray(rounding.cast(np.asarray([v], dtype=np.float64), dt.name)[0],
                             dtype=np.float64))
     if math.isnan(v):
         return math.isnan(back)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilepy.errors import LoweringError
+from tilepy.ir.errors import LoweringError
 from tilepy.ir.expr import Buffer, Call, Const, Region, Var, loads
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import (

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilepy.errors import ArgumentError, LoweringError, TilepyError
+from tilepy.ir.errors import ArgumentError, LoweringError, TilepyError
 from tilepy.ir.stmt import Breakpoint, PrimFunc, walk, written_params
 from tilepy.jit import diskcache
 from tilepy.jit.lower import Lowered, lower

@@ -19,6 +19,8 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
+from tilepy import __version__  # the package root: always loaded, imports nothing
+
 MODULE_PREFIX = "tilepy_jit_cache"
 # the precision modules whose njit code the generated kernels call (cache=True does not
 # notice changes in callees, so their sources are part of the key)
@@ -76,14 +78,12 @@ def _versions() -> str:
     import numba
     import numpy
 
-    import tilepy
-
     here = Path(__file__).parent
     own = hashlib.sha256()
     for p in sorted(here.glob("*.py")) + [here.parent / "precision" / f for f in _PRECISION]:
         if p.exists():
             own.update(p.read_bytes())
-    return "|".join([tilepy.__version__, numba.__version__, llvmlite.__version__,
+    return "|".join([__version__, numba.__version__, llvmlite.__version__,
                      numpy.__version__, sys.version.split()[0], own.hexdigest()[:16]])
 
 

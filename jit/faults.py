@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from tilepy.errors import HINT_OOB, Loc, OutOfBoundsError
+from tilepy.ir.errors import HINT_OOB, Loc, OutOfBoundsError
 
 FAULT_COLS = 11  # block + 1, site, dimension, index (4), the buffer's shape (4)
 MAX_CHECKED_RANK = 4

@@ -7,7 +7,7 @@ both vectorise along j without changing any element's order. Fast mode's BLAS: f
 
 from __future__ import annotations
 
-from tilepy.errors import LoweringError
+from tilepy.ir.errors import LoweringError
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import Gemm
 from tilepy.jit.regions import Side, bind_side, open_loops

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilepy.errors import LoweringError
+from tilepy.ir.errors import LoweringError
 from tilepy.ir.expr import Buffer, Const
 from tilepy.ir.stmt import (
     Alloc,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilepy.errors import LoweringError
+from tilepy.ir.errors import LoweringError
 from tilepy.ir.expr import Const, Region
 from tilepy.jit.bounds import check_region
 from tilepy.jit.scalars import BufRef, Emitter

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilepy.errors import Loc, LoweringError
+from tilepy.ir.errors import Loc, LoweringError
 from tilepy.ir.expr import Buffer, Call, Const, Expr, Load, Var
 from tilepy.ir.ops import OPS, Compute, Op, round_values, wrap_int
 from tilepy.ir.types import DType, Scope, compute_dtype

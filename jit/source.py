@@ -10,7 +10,7 @@ import keyword
 import os
 import re
 
-from tilepy.errors import Loc
+from tilepy.ir.errors import Loc
 
 RESERVED = frozenset({"np", "math", "prange", "range", "min", "max", "abs", "print", "bool",
                       "float", "int", "len", "True", "False", "None"})

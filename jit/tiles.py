@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.errors import LoweringError
+from tilepy.ir.errors import LoweringError
 from tilepy.ir.expr import Call, Region, Var
 from tilepy.ir.ops import Op, round_values
 from tilepy.ir.stmt import AtomicAdd, Copy, Cumsum, Fill, Reduce, ReduceKind

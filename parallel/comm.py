@@ -12,13 +12,13 @@ import json
 
 import numpy as np
 
-from tilepy.errors import TilepyError
 from tilepy.parallel import ring, tree
 from tilepy.parallel.algorithms import ALLREDUCE, NATIVE, PRIVATE_RESULT, check_algorithm
 from tilepy.parallel.chunking import balanced
 from tilepy.parallel.errors import CollectiveMismatchError, CommArgumentError
 from tilepy.parallel.ops import check_op
 from tilepy.parallel.sites import Call, caller_site
+from tilepy.precision.errors import TilepyError
 from tilepy.precision.formats import get_format
 
 COLL_TAG = 32000  # collectives' messages (user tags must be below this)

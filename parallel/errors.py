@@ -6,7 +6,7 @@ the same mistake reads the same on every rank. No internal function name appears
 
 from __future__ import annotations
 
-from tilepy.errors import TilepyError
+from tilepy.precision.errors import TilepyError
 
 
 class CommError(TilepyError):

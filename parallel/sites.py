@@ -11,7 +11,7 @@ import sys
 import sysconfig
 from typing import NamedTuple
 
-from tilepy.errors import Loc
+from tilepy.precision.errors import Loc
 
 LAYERS = ("tilepy", "tilepy.ir", "tilepy.interpreter", "tilepy.jit", "tilepy.precision",
           "tilepy.parallel", "tilepy.models")

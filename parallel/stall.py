@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tilepy.errors import Loc
 from tilepy.parallel.errors import CommTimeoutError, RankExitedError
 from tilepy.parallel.sites import Call, Site
+from tilepy.precision.errors import Loc
 
 IN_CALL, COMPUTING, RETURNED, FAILED, SILENT, DEAD = (
     "in a call", "computing", "returned", "failed", "silent", "dead")

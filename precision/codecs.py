@@ -344,7 +344,7 @@ def encode_sr_array(x, rbits, fmt, saturate: bool = False) -> np.ndarray:
 
 @lru_cache(maxsize=None)
 def _encode64_kernel(fmt, saturate: bool):
-    from tilepy.precision.codecs64 import encoder64
+    from tilepy.precision.codecs64 import encoder64  # which imports this module
 
     enc = encoder64(fmt, saturate)
 

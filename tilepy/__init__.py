@@ -1,36 +1,44 @@
 """tilepy: a reference runtime for TileLang-style tile kernels.
 
 This package owns the language front end, `Kernel` objects, the public API and the errors.
-Importing it must stay fast: it never imports numba (the JIT is loaded lazily).
+`import tilepy` loads this module alone: the public names load on first use (PEP 562), so
+`import tilepy.ir` loads ir/ and the layers below it, and numba loads on the first compile.
 """
 
-from tilepy.errors import (
-    ArgumentError,
-    KernelRuntimeError,
-    LoweringError,
-    OutOfBoundsError,
-    RaceError,
-    TilepyError,
-    TileSyntaxError,
-    TileTypeError,
-    UninitializedReadError,
-    VerifyError,
-)
+import importlib as _importlib
+import sys as _sys
+import types as _types
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ArgumentError", "KernelRuntimeError", "LoweringError", "OutOfBoundsError", "RaceError",
-    "TilepyError", "TileSyntaxError", "TileTypeError", "UninitializedReadError", "VerifyError",
-]
+_ERRORS = ("ArgumentError", "KernelRuntimeError", "LoweringError", "OutOfBoundsError",
+           "RaceError", "TilepyError", "TileSyntaxError", "TileTypeError",
+           "UninitializedReadError", "VerifyError")
+_NAMES = {  # public name -> (module, attribute)
+    **{name: ("tilepy.errors", name) for name in _ERRORS},
+    "Kernel": ("tilepy.kernel", "Kernel"),
+    "compile": ("tilepy.kernel", "compile"),
+    "dtype": ("tilepy.precision.formats", "get_format"),
+}
+_SUBMODULES = frozenset({"errors", "language", "kernel", "kernels", "cli", "frontend", "ir",
+                         "interpreter", "precision", "parallel", "models"})
 
-import types as _types  # noqa: E402
+__all__ = [*_ERRORS, "Kernel", "backend", "compile", "dtype", "jit"]
 
-import tilepy.jit as _jit_layer  # noqa: E402  (light: numba loads on first compile)
-from tilepy.backend import backend  # noqa: E402
-from tilepy.kernel import Kernel, compile  # noqa: E402
-from tilepy.kernel import jit as _jit_decorator  # noqa: E402
-from tilepy.precision.formats import get_format as dtype  # noqa: E402
+
+def __getattr__(name: str):
+    if name in _NAMES:
+        module, attr = _NAMES[name]
+        value = getattr(_importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'tilepy' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__, *_SUBMODULES})
 
 
 class _JitLayer(_types.ModuleType):
@@ -38,10 +46,31 @@ class _JitLayer(_types.ModuleType):
     the module object is callable and decorates like `tilepy.kernel.jit`."""
 
     def __call__(self, fn=None, **options):
-        return _jit_decorator(fn, **options)
+        from tilepy.kernel import jit  # the front end loads on first use
+
+        return jit(fn, **options)
 
 
-_jit_layer.__class__ = _JitLayer
-jit = _jit_layer
+class _Package(_types.ModuleType):
+    """The type of this module. `tilepy.jit` and `tilepy.backend` name both a submodule and a
+    public callable; importing the submodule binds it here (the import system sets the
+    attribute), so these properties keep the callable whichever loads first."""
 
-__all__ += ["Kernel", "backend", "compile", "dtype", "jit"]
+    @property
+    def jit(self):
+        return _importlib.import_module("tilepy.jit")  # made callable by the setter
+
+    @jit.setter
+    def jit(self, module):
+        module.__class__ = _JitLayer
+
+    @property
+    def backend(self):
+        return _importlib.import_module("tilepy.backend").backend
+
+    @backend.setter
+    def backend(self, module):
+        pass  # the submodule stays reachable as sys.modules["tilepy.backend"]
+
+
+_sys.modules[__name__].__class__ = _Package

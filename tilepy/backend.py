@@ -66,7 +66,7 @@ def backend(name: str, **options):
 def run(func, arrays: dict, sizes: dict) -> None:
     """Run a PrimFunc on the active backend (arrays are checked and bound already)."""
     name, options = current()
-    if name == "interp":
+    if name == "interp":  # each backend loads on first use (DESIGN.md, Layers)
         from tilepy.interpreter import run as interp_run
 
         interp_run(func, arrays, sizes, **options)

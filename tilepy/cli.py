@@ -17,7 +17,15 @@ import re
 import sys
 import traceback
 
+import ml_dtypes
+import numpy
+
+from tilepy import __version__
+from tilepy.boundary import is_internal
 from tilepy.errors import TilepyError
+from tilepy.ir.printer import format_func
+from tilepy.ir.stmt import PrimFunc
+from tilepy.kernel import JitFunction, Kernel
 
 
 class UsageError(Exception):
@@ -59,8 +67,6 @@ def _import(where: str):
 
 def _run_user_code(thunk, where: str):
     """Import the user's module; an exception it raises is shown with its own frames."""
-    from tilepy.boundary import is_internal
-
     try:
         return thunk()
     except (TilepyError, SystemExit, KeyboardInterrupt):
@@ -87,8 +93,6 @@ def _target(target: str):
 
 
 def _is_kernel(v) -> bool:
-    from tilepy.kernel import JitFunction, Kernel
-
     return isinstance(v, (JitFunction, Kernel))
 
 
@@ -115,8 +119,6 @@ def _literals(texts: list[str]) -> tuple[list, dict]:
 
 def _build(obj, what: str, pos: list, kw: dict):
     """The Kernel `obj` gives for these build-time arguments."""
-    from tilepy.kernel import JitFunction, Kernel
-
     if isinstance(obj, Kernel):
         if pos or kw:
             raise UsageError(f"{what} is a built kernel: it takes no build-time arguments")
@@ -167,11 +169,7 @@ def _cmd_ir(args) -> int:
     whose arrays are not needed) built with ARGS."""
     obj = _target(args.target)
     pos, kw = _literals(args.args)
-    from tilepy.ir.stmt import PrimFunc
-
     if isinstance(obj, PrimFunc):
-        from tilepy.ir.printer import format_func
-
         print(format_func(obj))
         return 0
     print(_build(obj, args.target, pos, kw).ir)
@@ -181,7 +179,7 @@ def _cmd_ir(args) -> int:
 def _cmd_jit_compile(args) -> int:
     """`tilepy jit-compile MODULE|FILE.py...`: compile the kernels each module defines into
     the disk cache (ahead-of-time mode) and report each; status 1 if one could not be."""
-    from tilepy.jit.aot import precompile
+    from tilepy.jit.aot import precompile  # the JIT layer loads lazily (DESIGN.md, Layers)
 
     status = 0
     for where in args.modules:
@@ -203,8 +201,7 @@ def _aot_items(module) -> tuple[list[tuple[str, object]], list[str]]:
     """(label, kernel) pairs to compile, and what could not be compiled and why: module-level
     kernels, `__tilepy_aot__`, and each @tilepy.jit function of the module (the kernels its
     import built, else its build with default arguments)."""
-    from tilepy.jit.aot import kernels_of
-    from tilepy.kernel import JitFunction
+    from tilepy.jit.aot import kernels_of  # the JIT layer loads lazily (DESIGN.md, Layers)
 
     labels = {id(getattr(v, "func", v)): n for n, v in vars(module).items()}
     items = [(labels.get(id(f), f.name), f) for f in kernels_of(module)]
@@ -227,12 +224,7 @@ def _aot_items(module) -> tuple[list[tuple[str, object]], list[str]]:
 
 
 def _cmd_version(args) -> int:
-    import ml_dtypes
-    import numpy
-
-    import tilepy
-
-    print(f"tilepy {tilepy.__version__}, numpy {numpy.__version__}, "
+    print(f"tilepy {__version__}, numpy {numpy.__version__}, "
           f"ml_dtypes {ml_dtypes.__version__}")
     return 0
 

@@ -8,19 +8,24 @@ outputs, runs the active backend, and returns the outputs. It decides no semanti
 from __future__ import annotations
 
 import ast
+import html
 import inspect
 import sys
 
 import numpy as np
 
+from tilepy.backend import run
 from tilepy.boundary import api_boundary, is_internal
 from tilepy.errors import ArgumentError, Loc, TileSyntaxError
+from tilepy.frontend.eager import bind_eager, tensor_param_names, translate_eager
 from tilepy.frontend.source import environment, read_source
+from tilepy.frontend.surface import TensorSpec
 from tilepy.frontend.translate import Translator
 from tilepy.ir.expr import Buffer, Call, Const, Expr, Var
 from tilepy.ir.ops import reference
+from tilepy.ir.printer import format_expr, format_func
 from tilepy.ir.stmt import Launch, PrimFunc, written_params
-from tilepy.language import TensorSpec
+from tilepy.ir.verify import verify
 from tilepy.limits import check_built, check_call
 
 
@@ -32,8 +37,6 @@ class IRText(str):
 
 
 def _fmt(e) -> str:
-    from tilepy.ir.printer import format_expr
-
     return format_expr(e)
 
 
@@ -41,8 +44,6 @@ class Kernel:
     """A compiled-on-demand kernel. Call it with numpy / ml_dtypes arrays."""
 
     def __init__(self, func: PrimFunc, out_idx=()):
-        from tilepy.ir.verify import verify
-
         verify(func)  # a front-end bug must never reach a backend
         check_built(func)  # block and tile sizes no launch can run
         n = len(func.params)
@@ -58,15 +59,13 @@ class Kernel:
     @property
     @api_boundary
     def ir(self) -> IRText:
-        from tilepy.ir.printer import format_func
-
         return IRText(format_func(self.func))
 
     @property
     @api_boundary
     def source(self) -> str:
         """The Python source the JIT generates for this kernel."""
-        from tilepy.jit import source
+        from tilepy.jit import source  # the JIT layer loads lazily (DESIGN.md, Layers)
 
         return IRText(source(self.func))
 
@@ -79,14 +78,10 @@ class Kernel:
         return f"<Kernel {self.name} grid=({grid}) {' '.join(ins)}{arrow}>"
 
     def _repr_html_(self) -> str:
-        import html
-
         return f"<pre>{html.escape(repr(self))}\n\n{html.escape(str(self.ir))}</pre>"
 
     @api_boundary
     def __call__(self, *args):
-        from tilepy.backend import run
-
         arrays, sizes = bind_arguments(self.func, args, _caller_loc())
         run(self.func, arrays, sizes)
         outs = [arrays[self.func.params[i].name] for i in self.out_idx]
@@ -343,17 +338,16 @@ class JitFunction:
     def array_params(self) -> list[str]:
         """The parameters an eager kernel declares `X: T.Tensor(...)` (its arrays); a lazy
         factory has none."""
-        from tilepy.frontend.eager import tensor_param_names
-
         if not self.eager:
             return []
         params = list(inspect.signature(self.fn).parameters)
         return tensor_param_names(read_source(self.fn).fn_def, params)
 
     def _eager_kernel(self, args, kwargs):
-        from tilepy.frontend.eager import build_eager
-
-        return build_eager(self, args, kwargs)
+        key, static, arrays = bind_eager(self.fn, args, kwargs)
+        if key not in self._cache:
+            self._cache[key] = Kernel(translate_eager(self.fn, static))
+        return self._cache[key], arrays
 
 
 def _key(args, kwargs):

@@ -7,78 +7,16 @@ a kernel; called from plain Python it raises a clear error (except build-time on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from tilepy.boundary import api_boundary
-from tilepy.errors import TileSyntaxError
+from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec  # noqa: F401
+from tilepy.kernel import make_prim_func as _make_prim_func
 from tilepy.precision.formats import FORMATS, Format, get_format
-
-
-class Builtin:
-    """A tile-language function; `python` (optional) is its meaning on build-time values."""
-
-    def __init__(self, name: str, python: Callable[..., Any] | None = None):
-        self.name = name
-        self.python = python
-
-    def __repr__(self) -> str:
-        return f"T.{self.name}"
-
-    @api_boundary
-    def __call__(self, *args, **kwargs):
-        from tilepy.frontend.traced import Traced, traced_builtin
-
-        if any(isinstance(a, Traced) for a in (*args, *kwargs.values())):
-            return traced_builtin(self.name, args, kwargs)
-        if self.python is not None:
-            return self.python(*args, **kwargs)
-        raise TileSyntaxError(
-            f"T.{self.name} can only be used inside a kernel body",
-            hint="write it inside a @T.prim_func / @tilepy.jit function",
-        )
 
 
 def _ceildiv(a, b):
     return (a + b - 1) // b
-
-
-@dataclass(frozen=True)
-class SymbolicSize:
-    """A size named at build time and bound when the kernel is called (`T.symbolic("M")`)."""
-
-    name: str
-    dtype: Format = FORMATS["int32"]
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-class SizeExpr:
-    """Arithmetic on symbolic sizes before a kernel body exists (`T.Tensor((M * 2,), ...)`):
-    recorded here, turned into IR by the front end."""
-
-    def __init__(self, op: str, args: tuple):
-        self.op, self.args = op, args
-
-    def __repr__(self) -> str:
-        return f"({self.args[0]!r} {self.op} {self.args[1]!r})"
-
-
-def _size_op(op: str, swap: bool = False):
-    def method(self, other):
-        if not isinstance(other, (int, SymbolicSize, SizeExpr)):
-            return NotImplemented
-        return SizeExpr(op, (other, self) if swap else (self, other))
-
-    return method
-
-
-for _cls in (SymbolicSize, SizeExpr):
-    for _op, _name in (("+", "add"), ("-", "sub"), ("*", "mul"), ("//", "floordiv"),
-                       ("%", "mod")):
-        setattr(_cls, f"__{_name}__", _size_op(_op))
-        setattr(_cls, f"__r{_name}__", _size_op(_op, swap=True))
 
 
 def symbolic(name: str, dtype: str = "int32") -> SymbolicSize:
@@ -87,18 +25,6 @@ def symbolic(name: str, dtype: str = "int32") -> SymbolicSize:
 
 
 dynamic = symbolic
-
-
-class TensorSpec:
-    """`T.Tensor(shape, dtype)`: a kernel parameter (or, with `data`, a re-view)."""
-
-    def __init__(self, shape, dtype="float32", data=None):
-        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        self.dtype = get_format(dtype)
-        self.data = data
-
-    def __repr__(self) -> str:
-        return f"T.Tensor({self.shape}, {self.dtype})"
 
 
 class _TensorType:
@@ -122,9 +48,7 @@ Buffer = Tensor
 @api_boundary
 def prim_func(fn):
     """Turn a kernel function into a `Kernel` (its IR is built now, from its source)."""
-    from tilepy.kernel import make_prim_func
-
-    return make_prim_func(fn)
+    return _make_prim_func(fn)
 
 
 def macro(fn):

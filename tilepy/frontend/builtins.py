@@ -12,13 +12,13 @@ import builtins as py_builtins
 
 from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import exprs
+from tilepy.frontend.surface import Builtin
 from tilepy.frontend.values import StartPoint, describe, operand_region, region_of
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import Op
 from tilepy.ir.types import Scope, int32
 from tilepy.ir.types import dtype as to_dtype
-from tilepy.language import Builtin
 
 _UNARY = {
     "exp": Op.EXP, "exp2": Op.EXP2, "log": Op.LOG, "log2": Op.LOG2, "sqrt": Op.SQRT,

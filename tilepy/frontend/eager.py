@@ -27,27 +27,26 @@ def tensor_param_names(fn_def: ast.FunctionDef, params: list[str]) -> list[str]:
     return [p for p in params if p in declared]
 
 
-def build_eager(jitfn, args, kwargs):
-    fn = jitfn.fn
+def bind_eager(fn, args, kwargs) -> tuple[tuple, dict, list]:
+    """A call of eager kernel `fn`, split into the key of its build-time values, those values
+    by name, and its arrays in declaration order."""
     sig = inspect.signature(fn)
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as err:
         raise ArgumentError(f"{fn.__name__}(): {err}") from None
     bound.apply_defaults()
-    src = read_source(fn)
-    tensors = tensor_param_names(src.fn_def, list(sig.parameters))
+    tensors = tensor_param_names(read_source(fn).fn_def, list(sig.parameters))
     static = {k: v for k, v in bound.arguments.items() if k not in tensors}
     key = tuple(sorted((k, repr(v)) for k, v in static.items()))
-    if key not in jitfn._cache:
-        jitfn._cache[key] = _translate(fn, src, tensors, static)
-    arrays = [bound.arguments[name] for name in tensors]
-    return jitfn._cache[key], arrays
+    return key, static, [bound.arguments[name] for name in tensors]
 
 
-def _translate(fn, src, tensors: list[str], static: dict):
-    from tilepy.kernel import Kernel
-
+def translate_eager(fn, static: dict) -> PrimFunc:
+    """The PrimFunc of eager kernel `fn` for the build-time values `static`: its declared
+    tensors first, then the tensors it returns (its `out_idx`)."""
+    src = read_source(fn)
+    tensors = [p for p in inspect.signature(fn).parameters if p not in static]
     tr = Translator(src, environment(fn), eager=True)
     tr.eager_params = set(tensors)
     for name, value in static.items():
@@ -63,9 +62,8 @@ def _translate(fn, src, tensors: list[str], static: dict):
     outputs = _returned_outputs(tr.returned, tr.outputs)
     params = tuple(inputs) + tuple(outputs)
     out_idx = tuple(range(len(inputs), len(params)))
-    func = PrimFunc(fn.__name__, params, tuple(tr.sizes.values()), body, out_idx,
+    return PrimFunc(fn.__name__, params, tuple(tr.sizes.values()), body, out_idx,
                     src.loc(src.fn_def))
-    return Kernel(func, out_idx)
 
 
 def _returned_outputs(returned, outputs: list[Buffer]) -> list[Buffer]:

@@ -12,11 +12,13 @@ import operator
 
 from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import exprs
+from tilepy.frontend.macro import inline_macro
+from tilepy.frontend.surface import SizeExpr, SymbolicSize
 from tilepy.frontend.values import DataRef, StartPoint, describe
 from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import Op
+from tilepy.ir.printer import format_expr
 from tilepy.ir.types import Scope, int32
-from tilepy.language import SizeExpr, SymbolicSize
 from tilepy.precision.formats import Format
 
 _BINOPS = {
@@ -228,8 +230,6 @@ class ExpressionMixin:
         return self.value(node)
 
     def shape_text(self, buf: Buffer) -> str:
-        from tilepy.ir.printer import format_expr
-
         return "(" + ", ".join(format_expr(s) for s in buf.shape) + ")"
 
     # ------------------------------------------------------------ calls
@@ -245,8 +245,6 @@ class ExpressionMixin:
         args = [self.expr(a) for a in node.args]
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
         if getattr(fn, "__tilepy_macro__", False):
-            from tilepy.frontend.macro import inline_macro
-
             return inline_macro(self, fn, args, kwargs, loc)
         if any(exprs.is_ir(a) for a in list(args) + list(kwargs.values())):
             return self.call_python_on_ir(fn, args, kwargs, node, loc)

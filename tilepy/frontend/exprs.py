@@ -15,6 +15,7 @@ from tilepy.ir import types
 from tilepy.ir.expr import Call, Const, Expr, Load, Var
 from tilepy.ir.ops import CASTS, Op, result_dtype
 from tilepy.ir.types import DType
+from tilepy.precision import rounding
 
 IR_EXPR = (Const, Var, Load, Call)
 
@@ -30,9 +31,7 @@ def is_py_scalar(v: object) -> bool:
 def make_const(value, dt: DType, loc: Loc) -> Const:
     """A literal of dtype `dt`: floats rounded once to `dt`, integers range-checked."""
     if dt.is_float:
-        from tilepy.precision import cast
-
-        v = float(cast(np.asarray([float(value)], dtype=np.float64), dt.name)[0])
+        v = float(rounding.cast(np.asarray([float(value)], dtype=np.float64), dt.name)[0])
         return Const(v, dt)
     if dt.is_bool:
         return Const(bool(value), dt)

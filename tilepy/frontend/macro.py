@@ -13,9 +13,15 @@ from tilepy.errors import Loc, TileTypeError
 from tilepy.frontend.source import environment, read_source
 
 
-def inline_macro(tr, fn, args: list, kwargs: dict, loc: Loc):
-    from tilepy.frontend.translate import _Return
+class Return(Exception):
+    """Raised by a `return` statement to end the translation of a body (the kernel's or a
+    macro's); carries the returned front-end value."""
 
+    def __init__(self, value):
+        self.value = value
+
+
+def inline_macro(tr, fn, args: list, kwargs: dict, loc: Loc):
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError as err:
@@ -29,7 +35,7 @@ def inline_macro(tr, fn, args: list, kwargs: dict, loc: Loc):
     try:
         for st in tr.src.fn_def.body:
             tr.stmt(st)
-    except _Return as r:
+    except Return as r:
         return r.value
     finally:
         tr.src, tr.env, tr.scopes = saved

@@ -14,6 +14,7 @@ import textwrap
 from dataclasses import dataclass
 
 from tilepy.errors import Loc, TileSyntaxError
+from tilepy.frontend.repl import recover
 
 
 @dataclass
@@ -51,8 +52,6 @@ def _source_lines(fn) -> tuple[list[str], int, str]:
         return lines, first, inspect.getsourcefile(fn) or "<unknown>"
     except (OSError, TypeError) as err:
         reason = err
-    from tilepy.frontend.repl import recover
-
     found = recover(fn)
     if found is not None:
         return found

@@ -8,28 +8,26 @@ source location.
 from __future__ import annotations
 
 import ast
+import builtins as py
+import copy
 
 from tilepy.errors import NOLOC, Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import builtins, exprs
 from tilepy.frontend.expressions import ExpressionMixin
+from tilepy.frontend.macro import Return
 from tilepy.frontend.source import Source
+from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec
+from tilepy.frontend.traced import call_traced
 from tilepy.frontend.values import DataRef, Stale, describe
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Var
 from tilepy.ir.ops import Op
-from tilepy.ir.types import Scope, int32
-from tilepy.language import Builtin, SizeExpr, SymbolicSize, TensorSpec
+from tilepy.ir.types import Scope, bool_, float32, int32
 from tilepy.precision.formats import Format
 
 _LOOPS = {"Parallel": S.ForKind.PARALLEL, "Pipelined": S.ForKind.PIPELINED,
           "serial": S.ForKind.SERIAL, "unroll": S.ForKind.UNROLLED}
-
-
-class _Return(Exception):
-    """Raised by a `return` statement to end translation of the function body."""
-
-    def __init__(self, value):
-        self.value = value
+_PY_CASTS = {py.int: int32, py.float: float32, py.bool: bool_}  # int(x) etc. on IR values
 
 
 class Translator(ExpressionMixin):
@@ -130,7 +128,7 @@ class Translator(ExpressionMixin):
         try:
             for st in body:
                 self.stmt(st)
-        except _Return as r:
+        except Return as r:
             self.returned = r.value
         return tuple(self.bodies[0])
 
@@ -171,7 +169,7 @@ class Translator(ExpressionMixin):
         self.expr(node.value)
 
     def _s_Return(self, node):
-        raise _Return(None if node.value is None else self.value(node.value))
+        raise Return(None if node.value is None else self.value(node.value))
 
     def _s_With(self, node):
         if len(node.items) != 1 or not isinstance(node.items[0].context_expr, ast.Call):
@@ -474,8 +472,6 @@ class Translator(ExpressionMixin):
 
     # ------------------------------------------------------------ python calls on IR
     def call_python_on_ir(self, fn, args, kwargs, node, loc):
-        import builtins as py
-
         if fn in (py.min, py.max) and len(args) >= 2 and not kwargs:
             op = Op.MIN if fn is py.min else Op.MAX
             out = args[0]
@@ -485,20 +481,14 @@ class Translator(ExpressionMixin):
         if fn is py.abs and len(args) == 1:
             return exprs.call(Op.ABS, [args[0]], loc)
         if fn in (py.int, py.float, py.bool) and len(args) == 1:
-            from tilepy.ir import types
-            dt = {py.int: types.int32, py.float: types.float32, py.bool: types.bool_}[fn]
-            return exprs.cast(args[0], dt, loc)
+            return exprs.cast(args[0], _PY_CASTS[fn], loc)
         if callable(fn):
-            from tilepy.frontend.traced import call_traced
-
             return self.build_time(lambda: call_traced(fn, args, kwargs, loc), loc)
         raise TileTypeError(f"{describe(fn)} is not callable", loc)
 
 
 def _as_load(target: ast.expr) -> ast.expr:
     """The AugAssign target read as an expression (`x += 1` reads x)."""
-    import copy
-
     node = copy.deepcopy(target)
     for n in ast.walk(node):
         if hasattr(n, "ctx"):
