@@ -128,7 +128,7 @@ def emit_atomic_add(em: Emitter, w: Writer, s: AtomicAdd) -> None:
     idx, t, _ = _each(em, w, dst)
     if val is not None:
         v = em.cast(em.load(s.value.buffer, val.index(t)), s.value.dtype, dt)
-    log = getattr(em, "logs", {}).get(_root(s.dst.buffer).name) if dst.is_global else None
+    log = getattr(em, "logs", {}).get(s.dst.buffer.root.name) if dst.is_global else None
     if log is not None:  # a parallel launch: the add goes to the block's log (atomics.py)
         for line in log.append(em, dst.ref.name, s.dst.buffer.ndim, idx, v,
                                em.faults.blk):
@@ -140,12 +140,6 @@ def emit_atomic_add(em: Emitter, w: Writer, s: AtomicAdd) -> None:
     for line in em.store(s.dst.buffer, idx, total, guarded=False):
         w.line(line)
     w.depth = depth
-
-
-def _root(buf):
-    while buf.data is not None:
-        buf = buf.data
-    return buf
 
 
 def combine(em: Emitter, op: Op, a: str, b: str, dt: DType) -> str:
@@ -246,7 +240,7 @@ def _interleaved(em: Emitter, w: Writer, s: Reduce, src: Side, dst: Side,
     which the interleaved folds' strided reads keep it from doing."""
     if (em.fast or s.kind not in (ReduceKind.SUM, ReduceKind.ABSSUM) or len(dst.dims) != 1
             or src.ref.kind != "array"
-            or _root(s.src.buffer).name == _root(s.dst.buffer).name):
+            or s.src.buffer.root.name == s.dst.buffer.root.name):
         return False
     n = dst.exts[dst.dims[0]]
     if not n.isdigit() or not 2 <= int(n) <= MAX_INTERLEAVED:
