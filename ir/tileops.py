@@ -1,5 +1,5 @@
 """The statement table: per statement kind, its surface name, its display name and which of
-its fields hold the buffers it reads and writes.
+its fields hold the buffers it reads and writes; and where a cleared reduction starts.
 
 Passes ask a statement (`s.reads()`, `s.writes()`, `display(s)`) and never keep their own
 lists of kinds; a kind missing here fails the table's test. Says nothing about values.
@@ -7,6 +7,7 @@ lists of kinds; a kind missing here fails the table's test. Says nothing about v
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -25,9 +26,11 @@ from tilepy.ir.stmt import (
     Let,
     Print,
     Reduce,
+    ReduceKind,
     Store,
     While,
 )
+from tilepy.ir.types import DType
 
 
 def _never(s) -> bool:
@@ -138,3 +141,21 @@ def writes(s) -> tuple[Buffer, ...]:
 def written_regions(s) -> tuple[Region, ...]:
     """The regions a tile op writes (empty for a statement that writes elements)."""
     return tuple(w for w in (getattr(s, f) for f in entry(s).writes) if isinstance(w, Region))
+
+
+def reduce_identity(kind: ReduceKind, dt: DType) -> int | float:
+    """Where a cleared `T.reduce_<kind>` into dt starts, in both backends: a value of dt
+    that the fold's op leaves every value of dt unchanged with, so an empty reduction gives
+    it. Sums and abs reductions start at 0; max at dt's lowest value and min at its highest:
+    +-inf where dt has them, else its largest finite value (float8_e4m3fn's -inf would round
+    to NaN; fp4 has no inf) or, for a format without a sign (e8m0), its smallest value;
+    an integer dtype's range."""
+    if kind in (ReduceKind.SUM, ReduceKind.ABSSUM, ReduceKind.ABSMAX):
+        return 0
+    if dt.is_int:
+        return dt.min_value if kind is ReduceKind.MAX else dt.max_finite
+    if kind is ReduceKind.MIN:
+        return math.inf if dt.has_inf else dt.max_finite
+    if dt.has_inf:
+        return -math.inf
+    return -dt.max_finite if dt.has_sign else dt.min_subnormal

@@ -13,6 +13,7 @@ from tilepy.errors import LoweringError
 from tilepy.ir.expr import Call, Region, Var
 from tilepy.ir.ops import Op, round_values
 from tilepy.ir.stmt import AtomicAdd, Copy, Cumsum, Fill, Reduce, ReduceKind
+from tilepy.ir.tileops import reduce_identity
 from tilepy.ir.types import DType
 from tilepy.jit.regions import Side, bind_side, bounds, clip, open_loops, pair, tile_exts
 from tilepy.jit.scalars import Emitter
@@ -167,16 +168,6 @@ _COMBINE = {ReduceKind.SUM: Op.ADD, ReduceKind.ABSSUM: Op.ADD, ReduceKind.MAX: O
             ReduceKind.MIN: Op.MIN, ReduceKind.ABSMAX: Op.MAX}
 
 
-def identity(kind: ReduceKind, dt: DType) -> float:
-    """The start value of a cleared reduction in dt (before rounding to dt)."""
-    if kind in (ReduceKind.SUM, ReduceKind.ABSSUM, ReduceKind.ABSMAX):
-        return 0
-    if dt.is_int:
-        return dt.min_value if kind is ReduceKind.MAX else dt.max_finite
-    lim = np.inf if dt.has_inf else dt.max_finite
-    return -lim if kind is ReduceKind.MAX else lim
-
-
 def emit_reduce(em: Emitter, w: Writer, s: Reduce) -> None:
     src = bind_side(em, w, s.src, "s")
     dst = bind_side(em, w, s.dst, "d")
@@ -214,7 +205,7 @@ def _start(em: Emitter, s: Reduce, didx: list[str]) -> str:
     dt = s.dst.dtype
     if not s.clear:
         return em.load(s.dst.buffer, didx)
-    ident = identity(s.kind, dt)
+    ident = reduce_identity(s.kind, dt)
     return em.const(float(round_values(np.asarray(ident), dt)) if dt.is_float else ident, dt)
 
 

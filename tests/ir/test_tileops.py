@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typing
 
+import numpy as np
 import pytest
 
 from tilepy.ir import stmt as S
@@ -12,6 +13,7 @@ from tilepy.ir import tileops
 from tilepy.ir.expr import Buffer, Const, Load, Region, Var
 from tilepy.ir.stmt import ReduceKind
 from tilepy.ir.types import Scope, float32, int32
+from tilepy.precision.formats import FORMATS
 
 KINDS = typing.get_args(S.Stmt)
 
@@ -98,3 +100,27 @@ def test_root_follows_re_views():
     f = S.PrimFunc("k", (g,), (), (S.Launch((_c(1),), (Var("bx"),), (128,),
                                             (S.Copy(_r(B), _r(w)),)),))
     assert S.written_params(f) == {"G"}
+
+
+FLOATS = [n for n, f in FORMATS.items() if f.is_float]
+
+
+@pytest.mark.parametrize("name", FLOATS)
+def test_a_reductions_start_is_a_value_of_its_dtype_and_leaves_every_value_alone(name):
+    """max's start is below every value of the format, min's above, and both survive the
+    cast to the format unchanged (no NaN from an inf the format lacks)."""
+    dt, np_dt = FORMATS[name], np.dtype(FORMATS[name].np_dtype)
+    if dt.bits <= 16:  # every code (sub-byte formats sit in the low bits of a byte)
+        codes = np.arange(2 ** dt.bits, dtype=np.uint16 if dt.bits == 16 else np.uint8)
+        with np.errstate(invalid="ignore"):
+            every = codes.view(np_dt).astype(np.float64)
+    else:
+        every = np.array([np.finfo(np_dt).min, np.finfo(np_dt).max], np.float64)
+    every = every[~np.isnan(every)]
+    lo, hi = (tileops.reduce_identity(k, dt) for k in (ReduceKind.MAX, ReduceKind.MIN))
+    for v in (lo, hi):
+        assert np.array([v]).astype(np_dt).astype(np.float64)[0] == v, (name, v)
+    assert lo <= every.min() and hi >= every.max()
+    assert tileops.reduce_identity(ReduceKind.SUM, dt) == 0
+    if not dt.has_inf and dt.has_sign:
+        assert lo == -dt.max_finite
