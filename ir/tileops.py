@@ -45,7 +45,7 @@ class StmtDef:
     fields (regions or buffers) whose elements it writes; `updates(s)` is true when it also
     reads what it writes (an accumulating destination)."""
 
-    surface: str
+    surface: str  # as docs/language.md writes it; `*` stands for several names
     display: str
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
@@ -54,8 +54,8 @@ class StmtDef:
 
 STMTS: dict[type, StmtDef] = {
     Alloc: StmtDef("T.alloc_*", "an allocation"),
-    Let: StmtDef("x = ...", "a binding", reads=("value",)),
-    Store: StmtDef("x[...] = ...", "a store", reads=("indices", "value"), writes=("buffer",)),
+    Let: StmtDef("name = expr", "a binding", reads=("value",)),
+    Store: StmtDef("buf[i, j] = v", "a store", reads=("indices", "value"), writes=("buffer",)),
     Copy: StmtDef("T.copy", "T.copy", reads=("src",), writes=("dst",)),
     Fill: StmtDef("T.fill", "T.fill", reads=("value",), writes=("dst",)),
     Gemm: StmtDef("T.gemm", "T.gemm", reads=("a", "b"), writes=("c",),
