@@ -20,6 +20,7 @@ from tilepy.interpreter.trace import GemmEvent
 from tilepy.ir.errors import TileTypeError
 from tilepy.ir.ops import OPS, Op, reference
 from tilepy.ir.stmt import Cumsum, Gemm, Reduce, ReduceKind
+from tilepy.ir.tileops import reduce_identity
 from tilepy.ir.types import DType, compute_dtype
 
 _PLAIN = (np.dtype(np.float32), np.dtype(np.float64))
@@ -234,16 +235,6 @@ def _trace_gemm(ctx: Ctx, s: Gemm, tc: regions.Tile, m: int, n: int, k: int) -> 
 # ---------------------------------------------------------------- reductions
 
 
-def _identity(kind: ReduceKind, dt: DType, like: np.ndarray) -> np.ndarray:
-    if kind in (ReduceKind.SUM, ReduceKind.ABSSUM, ReduceKind.ABSMAX):
-        v = 0
-    elif dt.is_float:
-        v = -np.inf if kind is ReduceKind.MAX else np.inf
-    else:
-        v = int(dt.min_value) if kind is ReduceKind.MAX else int(dt.max_finite)
-    return np.asarray(v).astype(like.dtype)
-
-
 def reduce(ctx: Ctx, s: Reduce, sel, mask) -> None:
     ts = regions.resolve(ctx, s.src, sel, "reduce")
     td = regions.resolve(ctx, s.dst, sel, "reduce")
@@ -258,7 +249,8 @@ def reduce(ctx: Ctx, s: Reduce, sel, mask) -> None:
         v = reference(Op.ABS, [v], (dt,), dt)
     v = np.moveaxis(v, s.dim + 1, -1)  # (n, ..., L): combine along the last axis
     if s.clear:
-        init = np.broadcast_to(_identity(s.kind, dt, v), v.shape[:-1])
+        init = np.broadcast_to(np.asarray(reduce_identity(s.kind, dt)).astype(v.dtype),
+                               v.shape[:-1])
     else:
         init = _values(ctx, td, dt, dt).reshape(v.shape[:-1])
     stacked = np.concatenate([init[..., None], v], axis=-1)

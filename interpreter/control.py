@@ -21,14 +21,13 @@ from tilepy.interpreter.evaluate import (
 from tilepy.interpreter.state import Ctx, LaneVar
 from tilepy.ir import stmt as S
 from tilepy.ir.errors import KernelRuntimeError, LoweringError, TilepyError
+from tilepy.ir.tileops import display
 from tilepy.ir.types import compute_dtype
 
 _TILE = {
     S.Copy: tileops.copy, S.Fill: tileops.fill, S.AtomicAdd: tileops.atomic_add,
     S.Gemm: accumulate.gemm, S.Reduce: accumulate.reduce, S.Cumsum: accumulate.cumsum,
 }
-_NAMES = {S.Copy: "T.copy", S.Fill: "T.fill", S.Gemm: "T.gemm", S.Reduce: "T.reduce",
-          S.Cumsum: "T.cumsum", S.AtomicAdd: "T.atomic_add"}
 
 
 def run_body(ctx: Ctx, body, mask) -> None:
@@ -90,7 +89,7 @@ def _tile(ctx: Ctx, s, mask) -> None:
     fn = _TILE[type(s)]
     if ctx.depth > 1 and not isinstance(s, S.AtomicAdd):
         raise LoweringError(
-            f"{_NAMES[type(s)]} inside T.Parallel: expected tile operations at block level; "
+            f"{display(s)} inside T.Parallel: expected tile operations at block level; "
             f"got one inside a parallel loop", loc=s.loc,
             hint="move the tile operation out of the T.Parallel loop")
     if isinstance(s, S.AtomicAdd) and ctx.depth > 1:

@@ -63,7 +63,7 @@ def init_flags(ctx: Ctx, buf: Buffer) -> np.ndarray | None:
     (globals, sanitize=False, or every element already written)."""
     if not ctx.shared.sanitize or buf.scope is Scope.GLOBAL:
         return None
-    flags = ctx.init.get(_root(buf))
+    flags = ctx.init.get(buf.root.name)
     if flags is None:
         return None
     return flags.reshape(ctx.storage(buf).shape)
@@ -76,7 +76,7 @@ def mark_written(ctx: Ctx, buf: Buffer, target, active=None) -> None:
         return
     target.set(flags, True if active is None else target.get(flags) | active)
     if flags.all():
-        ctx.init[_root(buf)] = None
+        ctx.init[buf.root.name] = None
 
 
 def check_init(ctx: Ctx, buf: Buffer, target, active) -> None:
@@ -100,12 +100,6 @@ def check_init(ctx: Ctx, buf: Buffer, target, active) -> None:
         hint=f"initialise {buf.name} first (T.clear, T.fill or T.copy into it), or pass "
              f"clear_accum=True / clear=True",
     )
-
-
-def _root(buf: Buffer) -> str:
-    while buf.data is not None:
-        buf = buf.data
-    return buf.name
 
 
 # ---------------------------------------------------------------- races

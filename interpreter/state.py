@@ -117,15 +117,10 @@ class Ctx:
         base = self.global_array(buf.data)
         return base.reshape(self.static_shape(buf))
 
-    def root_name(self, buf: Buffer) -> str:
-        while buf.data is not None:
-            buf = buf.data
-        return buf.name
-
     def writer_array(self, buf: Buffer) -> tuple[np.ndarray, bool]:
         """Which block last wrote each element (-1: none), viewed with `buf`'s shape, and
         whether nothing was written yet (the record was just made)."""
-        root = self.root_name(buf)
+        root = buf.root.name
         w = self.shared.writers.get(root)
         fresh = w is None
         if fresh:

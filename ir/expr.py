@@ -70,6 +70,14 @@ class Buffer:
     def ndim(self) -> int:
         return len(self.shape)
 
+    @property
+    def root(self) -> "Buffer":
+        """The buffer that owns this one's storage, through re-views (itself if none)."""
+        b = self
+        while b.data is not None:
+            b = b.data
+        return b
+
     def static_shape(self) -> tuple[int, ...] | None:
         """The shape as ints, or None when a dimension is symbolic."""
         if all(isinstance(s, Const) for s in self.shape):

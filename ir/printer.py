@@ -376,50 +376,8 @@ def _negative_zero(c: Const) -> bool:
 
 
 def _own_buffers(s):
-    """Buffers named by the statement itself (its header, not its nested bodies)."""
-    out: list[Buffer] = []
-    for x in _own_operands(s):
-        _collect(x, out)
-    return out
-
-
-def _own_operands(s) -> list:
+    """Buffers named by the statement itself (its header, not its nested bodies): what it
+    reads and writes, and the storage an allocated re-view shares."""
     if isinstance(s, Alloc):
         return [s.buffer.data] if s.buffer.data is not None else []
-    if isinstance(s, Let):
-        return [s.value]
-    if isinstance(s, Store):
-        return [s.buffer, *s.indices, s.value]
-    if isinstance(s, (Copy, Reduce, Cumsum)):
-        return [s.src, s.dst]
-    if isinstance(s, Fill):
-        return [s.dst, s.value]
-    if isinstance(s, Gemm):
-        return [s.a, s.b, s.c]
-    if isinstance(s, AtomicAdd):
-        return [s.dst, s.value]
-    if isinstance(s, Print):
-        return list(s.args)
-    if isinstance(s, For):
-        return [s.start, s.stop, s.step]
-    if isinstance(s, (If, While)):
-        return [s.cond]
-    if isinstance(s, Launch):
-        return list(s.grid)
-    return []
-
-
-def _collect(x, out: list) -> None:
-    if isinstance(x, Buffer):
-        out.append(x)
-    elif isinstance(x, Region):
-        out.append(x.buffer)
-        for e in (*x.starts, *x.extents):
-            _collect(e, out)
-    elif isinstance(x, Load):
-        out.append(x.buffer)
-        for e in x.indices:
-            _collect(e, out)
-    elif isinstance(x, Call):
-        for e in x.args:
-            _collect(e, out)
+    return [*s.reads(), *s.writes()]

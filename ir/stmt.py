@@ -17,6 +17,24 @@ from tilepy.ir.expr import Buffer, Expr, Region, Var
 Body = tuple["Stmt", ...]
 
 
+class _Stmt:
+    """What every statement answers from the statement table (ir/tileops.py)."""
+
+    __slots__ = ()
+
+    def reads(self) -> tuple[Buffer, ...]:
+        """The buffers this statement itself (not its body) reads; see tileops.reads."""
+        from tilepy.ir.tileops import reads
+
+        return reads(self)
+
+    def writes(self) -> tuple[Buffer, ...]:
+        """The buffers whose elements this statement itself (not its body) writes."""
+        from tilepy.ir.tileops import writes
+
+        return writes(self)
+
+
 def _loc() -> Loc:
     return field(default=NOLOC, compare=False, repr=False)  # type: ignore[return-value]
 
@@ -43,7 +61,7 @@ class ReduceKind(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Alloc:
+class Alloc(_Stmt):
     """Declares a shared/fragment/local/var buffer for the rest of the enclosing body."""
 
     buffer: Buffer
@@ -51,7 +69,7 @@ class Alloc:
 
 
 @dataclass(frozen=True)
-class Let:
+class Let(_Stmt):
     """Binds an immutable scalar for the rest of the enclosing body (`x = expr`)."""
 
     var: Var
@@ -60,7 +78,7 @@ class Let:
 
 
 @dataclass(frozen=True)
-class Store:
+class Store(_Stmt):
     """`buffer[indices] = value`; the value is rounded to the buffer's dtype."""
 
     buffer: Buffer
@@ -70,7 +88,7 @@ class Store:
 
 
 @dataclass(frozen=True)
-class Copy:
+class Copy(_Stmt):
     """`T.copy(src, dst)`: element-wise, converting to dst's dtype. The two regions have
     the same shape once unit dimensions are dropped. Global edge tiles: out-of-range reads
     give 0, out-of-range writes are dropped."""
@@ -81,7 +99,7 @@ class Copy:
 
 
 @dataclass(frozen=True)
-class Fill:
+class Fill(_Stmt):
     """`T.fill(dst, value)` / `T.clear(dst)` (value 0)."""
 
     dst: Region
@@ -90,7 +108,7 @@ class Fill:
 
 
 @dataclass(frozen=True)
-class Gemm:
+class Gemm(_Stmt):
     """`T.gemm(A, B, C, transpose_A, transpose_B, clear_accum)`: C += op(A) @ op(B).
 
     For each C element, k ascending from C's current value (0 if clear_accum): the product
@@ -106,7 +124,7 @@ class Gemm:
 
 
 @dataclass(frozen=True)
-class Reduce:
+class Reduce(_Stmt):
     """`T.reduce_<kind>(src, dst, dim, clear)`: combine src along `dim` into dst, ascending,
     in dst's dtype, starting from the identity (clear) or from dst's value."""
 
@@ -119,7 +137,7 @@ class Reduce:
 
 
 @dataclass(frozen=True)
-class Cumsum:
+class Cumsum(_Stmt):
     """`T.cumsum(src, dst, dim, reverse)`: running sums along `dim` in dst's dtype."""
 
     src: Region
@@ -130,7 +148,7 @@ class Cumsum:
 
 
 @dataclass(frozen=True)
-class AtomicAdd:
+class AtomicAdd(_Stmt):
     """`T.atomic_add(dst, value)`: dst += value, with a scalar or a region of values.
 
     Blocks' atomic adds to one element happen in block order (linear block id ascending),
@@ -142,7 +160,7 @@ class AtomicAdd:
 
 
 @dataclass(frozen=True)
-class For:
+class For(_Stmt):
     """A counted loop `for var in [start, stop) step step` of a kind."""
 
     var: Var
@@ -156,7 +174,7 @@ class For:
 
 
 @dataclass(frozen=True)
-class If:
+class If(_Stmt):
     cond: Expr
     then_body: Body
     else_body: Body = ()
@@ -164,14 +182,14 @@ class If:
 
 
 @dataclass(frozen=True)
-class While:
+class While(_Stmt):
     cond: Expr
     body: Body
     loc: Loc = _loc()
 
 
 @dataclass(frozen=True)
-class Print:
+class Print(_Stmt):
     """`print(...)` / `T.print(x, msg)`: prints a message and scalars or whole buffers."""
 
     msg: str
@@ -180,7 +198,7 @@ class Print:
 
 
 @dataclass(frozen=True)
-class Breakpoint:
+class Breakpoint(_Stmt):
     """`breakpoint()` inside a kernel: the interpreter stops in a debugger with the block's
     buffers in scope; compiled backends ignore it."""
 
@@ -188,7 +206,7 @@ class Breakpoint:
 
 
 @dataclass(frozen=True)
-class Launch:
+class Launch(_Stmt):
     """`with T.Kernel(*grid, threads=...) as (bx, by, bz)`: runs `body` once per block.
 
     Blocks are independent; `threads` is recorded, not emulated."""
@@ -239,17 +257,5 @@ def walk(body: Body):
 def written_params(func: PrimFunc) -> frozenset[str]:
     """The names of the parameters a kernel may write: store targets, tile-op destinations
     (copy, fill, gemm's C, reduce, cumsum) and atomic adds, through re-views to their root."""
-    out = set()
-    for s in walk(func.body):
-        if isinstance(s, Store):
-            buf = s.buffer
-        elif isinstance(s, (Copy, Fill, Reduce, Cumsum, AtomicAdd)):
-            buf = s.dst.buffer
-        elif isinstance(s, Gemm):
-            buf = s.c.buffer
-        else:
-            continue
-        while buf.data is not None:
-            buf = buf.data
-        out.add(buf.name)
+    out = {b.root.name for s in walk(func.body) for b in s.writes()}
     return frozenset(out & {p.name for p in func.params})

@@ -36,6 +36,7 @@ from tilepy.ir.stmt import (
     Store,
     While,
 )
+from tilepy.ir.tileops import display
 from tilepy.ir.types import Scope, int32
 from tilepy.precision import rounding
 
@@ -215,7 +216,7 @@ class _Verifier:
             if handler is None:
                 self.fail(self.func.loc, f"{type(s).__name__} is not an IR statement")
             if not env.in_launch and not isinstance(s, (Launch, Let)):
-                self.fail(s.loc, f"{_kind(s)} outside a T.Kernel block",
+                self.fail(s.loc, f"{display(s)} outside a T.Kernel block",
                           "kernel bodies go inside `with T.Kernel(...) as (bx, ...):`")
             handler(s, env)
 
@@ -380,11 +381,3 @@ def _representable(c: Const) -> bool:
     if math.isnan(v):
         return math.isnan(back)
     return back == v and math.copysign(1.0, back) == math.copysign(1.0, v)
-
-
-def _kind(s) -> str:
-    names = {Alloc: "an allocation", Store: "a store", Copy: "T.copy", Fill: "T.fill",
-             Gemm: "T.gemm", Reduce: "a reduction", Cumsum: "T.cumsum",
-             AtomicAdd: "T.atomic_add", For: "a loop", If: "an if", While: "a while loop",
-             Print: "T.print", Breakpoint: "breakpoint()"}
-    return names.get(type(s), type(s).__name__)

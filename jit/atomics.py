@@ -10,36 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilepy.ir.errors import LoweringError
-from tilepy.ir.expr import Buffer, Call, Const, Region, Var, loads
+from tilepy.ir.expr import Buffer, Call, Const, Var
 from tilepy.ir.ops import Op
-from tilepy.ir.stmt import (
-    AtomicAdd,
-    Breakpoint,
-    Copy,
-    Cumsum,
-    Fill,
-    For,
-    ForKind,
-    Gemm,
-    If,
-    Launch,
-    Let,
-    Print,
-    Reduce,
-    Store,
-    While,
-    walk,
-)
+from tilepy.ir.stmt import AtomicAdd, Breakpoint, For, ForKind, If, Launch, Print, While, walk
+from tilepy.ir.tileops import reads
 from tilepy.ir.types import Scope, compute_dtype
 from tilepy.jit.scalars import Emitter
 from tilepy.jit.source import Writer
-
-
-def root(buf: Buffer) -> Buffer:
-    """The buffer whose storage `buf` re-views (itself if none)."""
-    while buf.data is not None:
-        buf = buf.data
-    return buf
 
 
 @dataclass
@@ -89,8 +66,8 @@ def plan(s: Launch, em: Emitter) -> Plan:
         return Plan({}, "the launch prints: blocks run in order" if adds or prints else None)
     if not adds:
         return Plan({}, None)
-    dests = {root(a.dst.buffer).name: root(a.dst.buffer) for a in adds
-             if root(a.dst.buffer).scope is Scope.GLOBAL}
+    dests = {a.dst.buffer.root.name: a.dst.buffer.root for a in adds
+             if a.dst.buffer.root.scope is Scope.GLOBAL}
     if not dests:
         return Plan({}, None)
     touched = _touched(s.body) & set(dests)
@@ -137,7 +114,7 @@ def _check_nest(nest: For) -> None:
     def visit(stmts, serial: str | None) -> None:
         for st in stmts:
             if isinstance(st, AtomicAdd):
-                name = root(st.dst.buffer).name
+                name = st.dst.buffer.root.name
                 why = None
                 if serial:
                     why = f"it sits under {serial} inside the T.Parallel loop"
@@ -168,45 +145,14 @@ def _check_nest(nest: For) -> None:
 # ---------------------------------------------------------------- who touches what
 
 
-def _exprs_loads(e, out: set[str]) -> None:
-    out.update(root(ld.buffer).name for ld in loads(e))
-
-
-def _region_exprs(r: Region, out: set[str]) -> None:
-    for e in r.starts + r.extents:
-        _exprs_loads(e, out)
-
-
 def _touched(body) -> set[str]:
     """Root buffers read or written by anything other than an atomic add's own update."""
     out: set[str] = set()
     for s in walk(body):
-        if isinstance(s, Store):
-            out.add(root(s.buffer).name)
-            _exprs_loads(s.value, out)
-            for i in s.indices:
-                _exprs_loads(i, out)
-        elif isinstance(s, (Let, If, While)):
-            _exprs_loads(s.value if isinstance(s, Let) else s.cond, out)
-        elif isinstance(s, For):
-            for e in (s.start, s.stop, s.step):
-                _exprs_loads(e, out)
-        elif isinstance(s, AtomicAdd):
-            _region_exprs(s.dst, out)
-            if isinstance(s.value, Region):
-                out.add(root(s.value.buffer).name)
-                _region_exprs(s.value, out)
-            else:
-                _exprs_loads(s.value, out)
-        elif isinstance(s, (Copy, Fill, Gemm, Reduce, Cumsum)):
-            regions = {Copy: ("src", "dst"), Fill: ("dst",), Gemm: ("a", "b", "c"),
-                       Reduce: ("src", "dst"), Cumsum: ("src", "dst")}[type(s)]
-            for f in regions:
-                r = getattr(s, f)
-                out.add(root(r.buffer).name)
-                _region_exprs(r, out)
-            if isinstance(s, Fill):
-                _exprs_loads(s.value, out)
+        own = isinstance(s, AtomicAdd)  # its update of dst is what the logs order
+        out.update(b.root.name for b in reads(s, updates=not own))
+        if not own:
+            out.update(b.root.name for b in s.writes())
     return out
 
 
@@ -218,7 +164,7 @@ def _count(body, name: str, em: Emitter):
     source expression evaluable before the launch, or None when there is none."""
     total = 0
     for s in body:
-        if isinstance(s, AtomicAdd) and root(s.dst.buffer).name == name:
+        if isinstance(s, AtomicAdd) and s.dst.buffer.root.name == name:
             n = 1
             for e in s.dst.extents:
                 n = _mul(n, _before(e, em))

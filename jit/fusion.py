@@ -376,9 +376,7 @@ def _hoistable(s, earlier: list) -> bool:
         return False
     written = {b.name for it in earlier for st in _item_stmts(it) for b, _ in _stmt_stores(st)}
     read = {ld.buffer.name for it in earlier for st in _item_stmts(it) for ld in _stmt_loads(st)}
-    src = {s.src.buffer.name} if isinstance(s, Copy) else set()
-    src |= {ld.buffer.name for r in ([s.src, s.dst] if isinstance(s, Copy) else [s.dst])
-            for e in r.starts + r.extents for ld in loads(e)}
+    src = {b.name for b in s.reads()}  # a fill's value too
     return not (src & written) and s.dst.buffer.name not in written | read
 
 

@@ -7,43 +7,19 @@ once first gives the same value and lets the loop vectorise. Decides nothing abo
 
 from __future__ import annotations
 
-from tilepy.ir.expr import Buffer, Call, Const, Load, Var
+from tilepy.ir.expr import Call, Const, Load, Var
 from tilepy.ir.ops import Op
-from tilepy.ir.stmt import (
-    Alloc,
-    AtomicAdd,
-    Copy,
-    Cumsum,
-    Fill,
-    For,
-    Gemm,
-    Let,
-    Reduce,
-    Store,
-    walk,
-)
+from tilepy.ir.stmt import Alloc, For, Let, Store, walk
 
 # operand positions evaluated only conditionally in the generated Python
 _LAZY = {Op.SELECT: (1, 2), Op.AND: (1,), Op.OR: (1,)}
 
 
-def _root(b: Buffer) -> str:
-    while b.data is not None:
-        b = b.data
-    return b.name
-
-
 def _written_roots(body) -> set[str]:
-    out: set[str] = set()
-    for s in walk(body):
-        if isinstance(s, Store):
-            out.add(_root(s.buffer))
-        elif isinstance(s, (Copy, Fill, Reduce, Cumsum, AtomicAdd)):
-            out.add(_root(s.dst.buffer))
-        elif isinstance(s, Gemm):
-            out.add(_root(s.c.buffer))
-        elif isinstance(s, Alloc):
-            out.add(_root(s.buffer))
+    """Roots of the buffers the body writes, and of those it allocates (fresh storage on
+    every iteration)."""
+    out = {b.root.name for s in walk(body) for b in s.writes()}
+    out.update(s.buffer.root.name for s in walk(body) if isinstance(s, Alloc))
     return out
 
 
@@ -117,7 +93,7 @@ def invariant_loads(loop: For, outer_vars: set[str]) -> list[Load]:
             _eager_loads(e, found)
     out: list[Load] = []
     for ld in found:
-        if ld in out or _root(ld.buffer) in written:
+        if ld in out or ld.buffer.root.name in written:
             continue
         names: set[str] = set()
         if not all(_free_vars(i, names) for i in ld.indices):

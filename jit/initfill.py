@@ -8,23 +8,8 @@ any read, and clearing them costs a memset per block. Decides nothing about valu
 from __future__ import annotations
 
 from tilepy.ir.expr import Buffer, Const, Region, Var, loads
-from tilepy.ir.stmt import (
-    Alloc,
-    AtomicAdd,
-    Breakpoint,
-    Copy,
-    Cumsum,
-    Fill,
-    For,
-    Gemm,
-    If,
-    Let,
-    Print,
-    Reduce,
-    Store,
-    While,
-    walk,
-)
+from tilepy.ir.stmt import Alloc, Breakpoint, For, If, Store, walk
+from tilepy.ir.tileops import reads, written_regions
 
 _WRITE, _READ = "write", "read"
 
@@ -33,11 +18,11 @@ def reviewed(body) -> set[str]:
     """Names of buffers whose storage a `T.Tensor(..., buf.data)` re-view shares."""
     out = set()
     for s in walk(body):
-        if isinstance(s, Alloc) and s.buffer.data is not None:
-            b = s.buffer
-            while b.data is not None:
-                b = b.data
+        if isinstance(s, Alloc):
+            b = s.buffer.data
+            while b is not None:  # every buffer up the chain shares the storage
                 out.add(b.name)
+                b = b.data
     return out
 
 
@@ -67,40 +52,12 @@ def _expr_reads(e, name: str) -> bool:
     return any(ld.buffer.name == name for ld in loads(e))
 
 
-def _region_touches(r: Region, name: str) -> bool:
-    return r.buffer.name == name or any(_expr_reads(e, name) for e in r.starts + r.extents)
-
-
 def touches(s, name: str) -> bool:
     """Whether statement s (and what it contains) reads or writes buffer `name`."""
     for t in walk((s,)):
-        if isinstance(t, Let) and _expr_reads(t.value, name):
-            return True
-        if isinstance(t, Store) and (t.buffer.name == name or _expr_reads(t.value, name)
-                                     or any(_expr_reads(i, name) for i in t.indices)):
-            return True
-        if isinstance(t, (Copy, Reduce, Cumsum)) and (
-                _region_touches(t.src, name) or _region_touches(t.dst, name)):
-            return True
-        if isinstance(t, Fill) and (_region_touches(t.dst, name)
-                                    or _expr_reads(t.value, name)):
-            return True
-        if isinstance(t, Gemm) and any(_region_touches(r, name) for r in (t.a, t.b, t.c)):
-            return True
-        if isinstance(t, AtomicAdd) and (
-                _region_touches(t.dst, name)
-                or (_region_touches(t.value, name) if isinstance(t.value, Region)
-                    else _expr_reads(t.value, name))):
-            return True
-        if isinstance(t, For) and any(_expr_reads(e, name) for e in (t.start, t.stop, t.step)):
-            return True
-        if isinstance(t, (If, While)) and _expr_reads(t.cond, name):
-            return True
-        if isinstance(t, Print) and any(
-                a.name == name if isinstance(a, Buffer) else _expr_reads(a, name)
-                for a in t.args):
-            return True
         if isinstance(t, Breakpoint):  # the debugger shows every buffer
+            return True
+        if any(b.name == name for b in t.reads() + t.writes()):
             return True
     return False
 
@@ -121,20 +78,12 @@ def whole(r: Region, name: str) -> bool:
 
 
 def _whole_write(s, name: str) -> bool:
-    if isinstance(s, Copy):
-        return whole(s.dst, name) and not _region_touches(s.src, name)
-    if isinstance(s, Fill):
-        return whole(s.dst, name) and not _expr_reads(s.value, name)
-    if isinstance(s, Gemm):
-        return (s.clear_accum and whole(s.c, name)
-                and not any(_region_touches(r, name) for r in (s.a, s.b)))
-    if isinstance(s, Reduce):
-        return s.clear and whole(s.dst, name) and not _region_touches(s.src, name)
-    if isinstance(s, Cumsum):
-        return whole(s.dst, name) and not _region_touches(s.src, name)
     if isinstance(s, For):
         return _nest_writes_all(s, name)
-    return False
+    # a tile op writing all of it and reading none of it (a gemm without clear_accum, a
+    # reduce without clear and an atomic add read their destination)
+    return (any(whole(r, name) for r in written_regions(s))
+            and not any(b.name == name for b in reads(s)))
 
 
 def _nest_writes_all(loop: For, name: str) -> bool:

@@ -30,6 +30,7 @@ from tilepy.ir.stmt import (
     Store,
     While,
 )
+from tilepy.ir.tileops import display
 from tilepy.ir.types import Scope, compute_dtype
 from tilepy.jit import atomics, fusion, guards, initfill, versioning
 from tilepy.jit.bounds import CheckedEmitter, Faults, var_ranges
@@ -142,7 +143,7 @@ def _fused(em, w: Writer, body, run: fusion.Run) -> None:
 def _stmt(em: Emitter, w: Writer, s) -> None:
     fn = _TILE.get(type(s))
     if fn is not None:
-        w.comment(_describe(s), s.loc)
+        w.comment(display(s), s.loc)
         fn(em, w, s)
         return
     handler = _STMT.get(type(s))
@@ -151,14 +152,6 @@ def _stmt(em: Emitter, w: Writer, s) -> None:
                             loc=getattr(s, "loc", None),
                             hint="run this kernel with the interpreter backend")
     handler(em, w, s)
-
-
-def _describe(s) -> str:
-    name = {Copy: "T.copy", Fill: "T.fill", Reduce: "T.reduce", Cumsum: "T.cumsum",
-            AtomicAdd: "T.atomic_add", Gemm: "T.gemm"}[type(s)]
-    if isinstance(s, Reduce):
-        name += f"_{s.kind}"
-    return name
 
 
 def _launch(em: Emitter, w: Writer, s: Launch) -> None:

@@ -13,6 +13,7 @@ from tilepy.ir.errors import LoweringError
 from tilepy.ir.expr import Call, Region, Var
 from tilepy.ir.ops import Op, round_values
 from tilepy.ir.stmt import AtomicAdd, Copy, Cumsum, Fill, Reduce, ReduceKind
+from tilepy.ir.tileops import reduce_identity
 from tilepy.ir.types import DType
 from tilepy.jit.regions import Side, bind_side, bounds, clip, open_loops, pair, tile_exts
 from tilepy.jit.scalars import Emitter
@@ -128,7 +129,7 @@ def emit_atomic_add(em: Emitter, w: Writer, s: AtomicAdd) -> None:
     idx, t, _ = _each(em, w, dst)
     if val is not None:
         v = em.cast(em.load(s.value.buffer, val.index(t)), s.value.dtype, dt)
-    log = getattr(em, "logs", {}).get(_root(s.dst.buffer).name) if dst.is_global else None
+    log = getattr(em, "logs", {}).get(s.dst.buffer.root.name) if dst.is_global else None
     if log is not None:  # a parallel launch: the add goes to the block's log (atomics.py)
         for line in log.append(em, dst.ref.name, s.dst.buffer.ndim, idx, v,
                                em.faults.blk):
@@ -140,12 +141,6 @@ def emit_atomic_add(em: Emitter, w: Writer, s: AtomicAdd) -> None:
     for line in em.store(s.dst.buffer, idx, total, guarded=False):
         w.line(line)
     w.depth = depth
-
-
-def _root(buf):
-    while buf.data is not None:
-        buf = buf.data
-    return buf
 
 
 def combine(em: Emitter, op: Op, a: str, b: str, dt: DType) -> str:
@@ -171,16 +166,6 @@ def _abs(em: Emitter, x: str, dt: DType) -> str:
 
 _COMBINE = {ReduceKind.SUM: Op.ADD, ReduceKind.ABSSUM: Op.ADD, ReduceKind.MAX: Op.MAX,
             ReduceKind.MIN: Op.MIN, ReduceKind.ABSMAX: Op.MAX}
-
-
-def identity(kind: ReduceKind, dt: DType) -> float:
-    """The start value of a cleared reduction in dt (before rounding to dt)."""
-    if kind in (ReduceKind.SUM, ReduceKind.ABSSUM, ReduceKind.ABSMAX):
-        return 0
-    if dt.is_int:
-        return dt.min_value if kind is ReduceKind.MAX else dt.max_finite
-    lim = np.inf if dt.has_inf else dt.max_finite
-    return -lim if kind is ReduceKind.MAX else lim
 
 
 def emit_reduce(em: Emitter, w: Writer, s: Reduce) -> None:
@@ -220,7 +205,7 @@ def _start(em: Emitter, s: Reduce, didx: list[str]) -> str:
     dt = s.dst.dtype
     if not s.clear:
         return em.load(s.dst.buffer, didx)
-    ident = identity(s.kind, dt)
+    ident = reduce_identity(s.kind, dt)
     return em.const(float(round_values(np.asarray(ident), dt)) if dt.is_float else ident, dt)
 
 
@@ -246,7 +231,7 @@ def _interleaved(em: Emitter, w: Writer, s: Reduce, src: Side, dst: Side,
     which the interleaved folds' strided reads keep it from doing."""
     if (em.fast or s.kind not in (ReduceKind.SUM, ReduceKind.ABSSUM) or len(dst.dims) != 1
             or src.ref.kind != "array"
-            or _root(s.src.buffer).name == _root(s.dst.buffer).name):
+            or s.src.buffer.root.name == s.dst.buffer.root.name):
         return False
     n = dst.exts[dst.dims[0]]
     if not n.isdigit() or not 2 <= int(n) <= MAX_INTERLEAVED:

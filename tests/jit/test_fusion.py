@@ -388,3 +388,29 @@ def test_a_loop_reading_a_global_itself_is_not_fused():
     for M in (4, 6, 8):
         x = rng.standard_normal((M, 32)).astype(np.float32)
         _agree(func, {"X": x, "Y": np.zeros((M, 32), np.float32)}, {"M": M, "N": 32})
+
+
+@T.prim_func
+def _fill_from_the_run(X: T.Tensor((T.symbolic("M"), 32), F),
+                       Y: T.Tensor((T.symbolic("M"), 32), F)):
+    """A fill between the run's statements whose value reads the run's reduce."""
+    with T.Kernel(T.ceildiv(X.shape[0], 4)) as bx:
+        x = T.alloc_fragment((4, 32), F)
+        y = T.alloc_fragment((4, 32), F)
+        s = T.alloc_fragment((4,), F)
+        g = T.alloc_fragment((32,), F)
+        T.copy(X[bx * 4, 0], x)
+        T.reduce_max(x, s, dim=1)
+        T.fill(g, s[0])
+        for i, j in T.Parallel(4, 32):
+            y[i, j] = x[i, j] - s[i] + g[j]
+        T.copy(y, Y[bx * 4, 0])
+
+
+def test_a_fill_reading_what_the_run_writes_is_not_moved_before_it():
+    """Fusion may run a copy or fill of a run first; not one whose value reads a buffer
+    the run writes (here the row max): it would read it before the reduce wrote it."""
+    rng = np.random.default_rng(3)
+    for M in (8, 6):
+        X = rng.standard_normal((M, 32)).astype(np.float32)
+        _agree(_fill_from_the_run.func, {"X": X, "Y": np.zeros_like(X)}, {"M": M})

@@ -1,0 +1,161 @@
+"""The statement table: per statement kind, its surface name, its display name and which of
+its fields hold the buffers it reads and writes; and where a cleared reduction starts.
+
+Passes ask a statement (`s.reads()`, `s.writes()`, `display(s)`) and never keep their own
+lists of kinds; a kind missing here fails the table's test. Says nothing about values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from tilepy.ir.expr import Buffer, Region, loads
+from tilepy.ir.stmt import (
+    Alloc,
+    AtomicAdd,
+    Breakpoint,
+    Copy,
+    Cumsum,
+    Fill,
+    For,
+    Gemm,
+    If,
+    Launch,
+    Let,
+    Print,
+    Reduce,
+    ReduceKind,
+    Store,
+    While,
+)
+from tilepy.ir.types import DType
+
+
+def _never(s) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class StmtDef:
+    """One statement kind. `surface` and `display` may hold `{kind}` (the statement's
+    `kind` field, e.g. T.reduce_max). `reads` names the fields whose buffers (regions,
+    buffers) and loads (expressions, region bounds) the statement reads; `writes` the
+    fields (regions or buffers) whose elements it writes; `updates(s)` is true when it also
+    reads what it writes (an accumulating destination)."""
+
+    surface: str  # as docs/language.md writes it; `*` stands for several names
+    display: str
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    updates: Callable[[object], bool] = _never
+
+
+STMTS: dict[type, StmtDef] = {
+    Alloc: StmtDef("T.alloc_*", "an allocation"),
+    Let: StmtDef("name = expr", "a binding", reads=("value",)),
+    Store: StmtDef("buf[i, j] = v", "a store", reads=("indices", "value"), writes=("buffer",)),
+    Copy: StmtDef("T.copy", "T.copy", reads=("src",), writes=("dst",)),
+    Fill: StmtDef("T.fill", "T.fill", reads=("value",), writes=("dst",)),
+    Gemm: StmtDef("T.gemm", "T.gemm", reads=("a", "b"), writes=("c",),
+                  updates=lambda s: not s.clear_accum),
+    Reduce: StmtDef("T.reduce_{kind}", "T.reduce_{kind}", reads=("src",), writes=("dst",),
+                    updates=lambda s: not s.clear),
+    Cumsum: StmtDef("T.cumsum", "T.cumsum", reads=("src",), writes=("dst",)),
+    AtomicAdd: StmtDef("T.atomic_add", "T.atomic_add", reads=("value",), writes=("dst",),
+                       updates=lambda s: True),
+    For: StmtDef("for", "a loop", reads=("start", "stop", "step")),
+    If: StmtDef("if", "an if", reads=("cond",)),
+    While: StmtDef("while", "a while loop", reads=("cond",)),
+    Print: StmtDef("T.print", "T.print", reads=("args",)),
+    Breakpoint: StmtDef("breakpoint()", "breakpoint()"),
+    Launch: StmtDef("T.Kernel", "a T.Kernel block", reads=("grid",)),
+}
+
+
+def entry(s) -> StmtDef:
+    d = STMTS.get(type(s))
+    if d is None:
+        raise KeyError(f"{type(s).__name__}: no entry in ir/tileops.py")
+    return d
+
+
+def surface(s) -> str:
+    """How the user writes statement s (`T.reduce_max`)."""
+    return entry(s).surface.format(kind=getattr(s, "kind", ""))
+
+
+def display(s) -> str:
+    """How messages and comments name statement s."""
+    return entry(s).display.format(kind=getattr(s, "kind", ""))
+
+
+def _collect(x, out: list[Buffer]) -> None:
+    """The buffers x reads: a buffer or region's own (and its bounds' loads), an
+    expression's loads; tuples element by element."""
+    if isinstance(x, Buffer):
+        out.append(x)
+    elif isinstance(x, Region):
+        out.append(x.buffer)
+        _bounds(x, out)
+    elif isinstance(x, tuple):
+        for y in x:
+            _collect(y, out)
+    elif x is not None:
+        out.extend(ld.buffer for ld in loads(x))
+
+
+def _bounds(r: Region, out: list[Buffer]) -> None:
+    for e in r.starts + r.extents:
+        out.extend(ld.buffer for ld in loads(e))
+
+
+def reads(s, updates: bool = True) -> tuple[Buffer, ...]:
+    """The buffers statement s itself (not its body) reads, in field order, maybe
+    repeated: operands, loads in its expressions and in its destinations' bounds, and,
+    with `updates`, a destination it accumulates into (gemm without clear_accum, a reduce
+    without clear, an atomic add)."""
+    d = entry(s)
+    out: list[Buffer] = []
+    for f in d.reads:
+        _collect(getattr(s, f), out)
+    for f in d.writes:
+        w = getattr(s, f)
+        if isinstance(w, Region):
+            _bounds(w, out)
+            if updates and d.updates(s):
+                out.append(w.buffer)
+    return tuple(out)
+
+
+def writes(s) -> tuple[Buffer, ...]:
+    """The buffers whose elements statement s itself (not its body) writes."""
+    out = []
+    for f in entry(s).writes:
+        w = getattr(s, f)
+        out.append(w.buffer if isinstance(w, Region) else w)
+    return tuple(out)
+
+
+def written_regions(s) -> tuple[Region, ...]:
+    """The regions a tile op writes (empty for a statement that writes elements)."""
+    return tuple(w for w in (getattr(s, f) for f in entry(s).writes) if isinstance(w, Region))
+
+
+def reduce_identity(kind: ReduceKind, dt: DType) -> int | float:
+    """Where a cleared `T.reduce_<kind>` into dt starts, in both backends: a value of dt
+    that the fold's op leaves every value of dt unchanged with, so an empty reduction gives
+    it. Sums and abs reductions start at 0; max at dt's lowest value and min at its highest:
+    +-inf where dt has them, else its largest finite value (float8_e4m3fn's -inf would round
+    to NaN; fp4 has no inf) or, for a format without a sign (e8m0), its smallest value;
+    an integer dtype's range."""
+    if kind in (ReduceKind.SUM, ReduceKind.ABSSUM, ReduceKind.ABSMAX):
+        return 0
+    if dt.is_int:
+        return dt.min_value if kind is ReduceKind.MAX else dt.max_finite
+    if kind is ReduceKind.MIN:
+        return math.inf if dt.has_inf else dt.max_finite
+    if dt.has_inf:
+        return -math.inf
+    return -dt.max_finite if dt.has_sign else dt.min_subnormal
