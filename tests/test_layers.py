@@ -35,7 +35,8 @@ LAYERS = {
 HEAVY = ("numba", "llvmlite", "mpi4py", "matplotlib")  # never loaded by `import tilepy.X`
 # Cycles through a function-level import, each inside one layer, each import commented.
 KNOWN_CYCLES = [
-    {"tilepy.ir.printer", "tilepy.ir.stmt"},  # PrimFunc.__str__ prints itself
+    # PrimFunc.__str__ prints itself; Stmt.reads()/writes() ask the statement table
+    {"tilepy.ir.printer", "tilepy.ir.stmt", "tilepy.ir.tileops"},
     {"tilepy.interpreter.access", "tilepy.interpreter.evaluate",
      "tilepy.interpreter.sanitize", "tilepy.interpreter.state"},  # Ctx.host_value
     {"tilepy.precision.codecs", "tilepy.precision.codecs64"},  # numba codecs, both lazy
