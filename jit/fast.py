@@ -2,7 +2,7 @@
 
 Owns the Numba flags of fast kernels (fast-math: FMA contraction, reassociation, and
 Numba's no-NaN/no-inf assumptions), the helpers they call (float32 `exp`/`exp2` within
-2 ulp, jit/mathlib.py's FAST_F32, used by jit/scalars.py for float32 results) and the
+2 ulp, jit/mathlib.py's, which the op table's `fast` forms call for float32 results) and the
 BLAS forms of gemms:
 - `emit_launch`: a launch that jit/kloop.py proves one product of whole matrices, as one
   call outside the block loop (BLAS's own threads);

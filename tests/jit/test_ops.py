@@ -8,6 +8,9 @@ numba tier covers every dtype too, one compile each.
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
+import math
 import os
 
 import numpy as np
@@ -20,7 +23,7 @@ from tests.jit.oracle import assert_same_bits, both
 from tests.strategies import arrays, call
 from tilepy.errors import TileTypeError
 from tilepy.ir.expr import Buffer, Call, Load, Var
-from tilepy.ir.ops import OPS, Compute, Op, result_dtype
+from tilepy.ir.ops import OPS, Compute, Op, called, result_dtype
 from tilepy.ir.stmt import Launch, PrimFunc, Store
 from tilepy.ir.types import bool_, dtype
 from tilepy.precision.formats import FORMATS
@@ -161,3 +164,52 @@ def test_saturating_cast_to_float64_clamps_infinities():
         arrs = {"X": x, "O": np.zeros(5)}
         jit.run(func, arrs, {"N": 5}, tier=tier)
         np.testing.assert_array_equal(arrs["O"], [big, -big, np.nan, 1.5, -0.0])
+
+
+def _tier_namespaces() -> dict:
+    """(tier, fast) -> the names a kernel's source can call there."""
+    from tilepy.jit import fast
+    from tilepy.jit.runtime import numba_namespace, py_namespace
+
+    out = {}
+    for tier, ns in (("py", py_namespace(())), ("numba", numba_namespace(()))):
+        out[tier, False] = ns
+        out[tier, True] = {**ns, **fast.namespace(tier)}
+    return out
+
+
+def test_every_function_a_scalar_form_calls_is_bound_in_both_tiers():
+    """The JIT's namespaces come from the op table: whatever a row's scalar, to32 or fast
+    form calls (`_log`, `math.exp`, `_exp_to32`, `_fexp32`) is bound in the py and numba
+    tiers; a message names the op, the form and the tier that lacks it."""
+    missing = []
+    for (tier, fast), ns in _tier_namespaces().items():
+        for row in OPS.values():
+            if row.compute is Compute.CONVERT:
+                continue
+            forms = {"scalar": row.scalar, "to32": row.to32, "fast": row.fast if fast else None}
+            for form, tmpl in forms.items():
+                for fn in called(tmpl) if tmpl else ():
+                    mod, _, attr = fn.rpartition(".")
+                    where = ns.get(mod) if mod else ns
+                    bound = hasattr(where, attr) if mod else attr in ns or hasattr(builtins, fn)
+                    if not bound:
+                        missing.append(f"{row.label}: its {form} form calls {fn}, which the "
+                                       f"{tier} tier{' (fast)' if fast else ''} lacks")
+    assert missing == []
+
+
+def test_the_py_tiers_math_and_helpers_are_the_rows_functions(monkeypatch):
+    """A row whose scalar form calls a `math` function or a helper brings its py-tier
+    function with it (a new `math.log1p` once crashed the hand-kept py-tier namespace)."""
+    from tilepy.ir import ops
+    from tilepy.jit.runtime import py_namespace
+
+    row = OPS[Op.LOG]
+    monkeypatch.setitem(ops.CALLS, "math.log1p", dataclasses.replace(
+        row, scalar="math.log1p({0})", helper=math.log1p, py=np.log1p))
+    monkeypatch.setitem(ops.CALLS, "_log1p", dataclasses.replace(
+        row, scalar="_log1p({0})", helper=np.log1p, py=np.log1p))
+    ns = py_namespace(())
+    assert ns["math"].log1p is np.log1p and ns["_log1p"] is np.log1p
+    assert ns["math"].erf is OPS[Op.ERF].py and ns["_log"] is row.py
