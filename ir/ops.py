@@ -351,10 +351,8 @@ def called(template: str) -> tuple[str, ...]:
 
 # the function each (non-cast) scalar form calls, by the name it calls it, and the row that
 # supplies it for both tiers: the JIT's namespaces are built from this
-CALLS: dict[str, OpDef] = {}
-for _row in _ROWS:
-    if _row.compute is not Compute.CONVERT:
-        CALLS.update((name, _row) for name in called(_row.scalar)[:1])
+CALLS: dict[str, OpDef] = {fn: row for row in _ROWS if row.compute is not Compute.CONVERT
+                           for fn in called(row.scalar)[:1]}
 
 
 def result_dtype(op: Op, arg_dtypes: tuple[DType, ...]) -> DType:

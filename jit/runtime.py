@@ -213,6 +213,7 @@ def _py_codec(name: str, kind: str):
 def py_namespace(codecs: tuple[tuple[str, str], ...]) -> dict:
     from tilepy.jit.mathlib import py_math
 
+    # the op rows' py-tier functions, in place of their helpers
     ops = {name: row.py for name, row in CALLS.items() if name.startswith("_")}
     ns = {"np": np, "math": _py_math(), "prange": range, **HELPERS, **ops, **py_math(),
           "_bits32": _bits32, "_from_bits32": _from_bits32}
