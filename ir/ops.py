@@ -49,6 +49,7 @@ class Op(enum.Enum):
     RSQRT = "rsqrt"
     TANH = "tanh"
     SIGMOID = "sigmoid"
+    SOFTPLUS = "softplus"
     ERF = "erf"
     SIN = "sin"
     COS = "cos"
@@ -234,6 +235,12 @@ def _rsqrt(x):
     return 1.0 / np.sqrt(x)
 
 
+def _softplus(x):
+    """log(1 + e ** x) as max(x, 0) + log1p(e ** -|x|): no overflow for large x, and the
+    tiny e ** x of very negative x kept (log(1 + e ** x) rounds it to 0)."""
+    return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+
+
 # ---------------------------------------------------------------- the table
 
 _N, _F, _C = Compute.NATIVE, Compute.F64, Compute.COMPARE
@@ -284,6 +291,9 @@ _ROWS = [
           "1 / (1 + e ** -a), rounded once", names=("sigmoid",),
           helper=math.exp, py=np.exp, to32="(1.0 / (1.0 + _exp_to32(-{0})))",
           fast="(np.float32(1.0) / (np.float32(1.0) + _fexp32(-{0})))", fast_ulps=3.0),
+    OpDef(Op.SOFTPLUS, 1, _F, _FLT, _softplus, "_softplus({0})",
+          "log(1 + e ** a), in float64, rounded once", names=("softplus",),
+          helper=scalar._softplus, py=scalar._softplus),
     OpDef(Op.ERF, 1, _F, _FLT, _erf, "math.erf({0})", "error function", names=("erf",),
           helper=math.erf, py=scalar._py_erf),
     OpDef(Op.SIN, 1, _F, _FLT, np.sin, "math.sin({0})", "sine", names=("sin",),

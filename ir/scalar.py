@@ -83,6 +83,15 @@ def _sqrt(x):
     return np.float64(math.sqrt(x))
 
 
+def _softplus(x):
+    """log(1 + e ** x) in float64 as the row's numpy form computes it: x + log1p(e ** -x)
+    for x > 0, else log1p(e ** x); e ** -|x| <= 1 never overflows."""
+    if x != x:
+        return np.float64(x)
+    t = math.log1p(math.exp(-abs(x)))
+    return np.float64(x + t) if x > 0 else np.float64(t)
+
+
 def _py_erf(x):
     """`math.erf` for the py tier (the numba tier has Numba's)."""
     from scipy.special import erf

@@ -26,6 +26,7 @@ def _without(op: Op, **change) -> dict:
 
 @pytest.mark.parametrize("op, change, message", [
     (Op.LOG, {"py": None}, "T.log: no py-tier function for _log"),
+    (Op.SOFTPLUS, {"py": None}, "T.softplus: no py-tier function for _softplus"),
     (Op.EXP, {"py": None}, "T.exp: no py-tier function for math.exp"),  # sigmoid's too
     (Op.SHL, {"helper": None}, "T.shift_left: no Numba helper for _shl"),
     (Op.EXP, {"fast_ulps": None}, "T.exp: a fast form without its ulp charge (fast_ulps)"),
