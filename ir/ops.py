@@ -1,8 +1,8 @@
-"""THE op table: every scalar op's type rule, numpy reference, scalar form and doc.
+"""THE op table: every scalar op's names, type rule, numpy reference, scalar forms and doc.
 
 The interpreter evaluates an op by `reference(op, args, dtype)` below; the JIT emits the
 row's `scalar` template around the same compute-dtype and rounding rules. Semantics are
-decided here and nowhere else. A test asserts every `Op` has a complete row.
+decided here and nowhere else. `gaps()` names what any row lacks; a test asserts none.
 
 Evaluation contract (DESIGN.md, numerics):
 - NATIVE ops compute in the operands' compute dtype (float32 for floats narrower than 32
@@ -13,12 +13,18 @@ Evaluation contract (DESIGN.md, numerics):
 
 from __future__ import annotations
 
+import ast
+import builtins
 import enum
-from dataclasses import dataclass
+import math
+import os
+import sys
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from tilepy.ir import scalar
 from tilepy.ir.errors import TileTypeError
 from tilepy.ir.types import DType, bool_, compute_dtype
 
@@ -43,6 +49,7 @@ class Op(enum.Enum):
     RSQRT = "rsqrt"
     TANH = "tanh"
     SIGMOID = "sigmoid"
+    SOFTPLUS = "softplus"
     ERF = "erf"
     SIN = "sin"
     COS = "cos"
@@ -84,13 +91,35 @@ TypeRule = Callable[[tuple[DType, ...]], DType]
 
 @dataclass(frozen=True)
 class OpDef:
+    """One scalar op, all of it. The front end's names, the JIT's namespaces (HELPERS, the
+    py tier's) and the fast-mode bounds are built from these rows; `gaps` names what a
+    row lacks."""
+
     op: Op
     arity: int
     compute: Compute
     type_rule: TypeRule
     numpy: Callable[..., np.ndarray]  # on compute-dtype arrays, before the final rounding
-    scalar: str  # Python expression over compute-dtype scalars {0}, {1}, {2}
+    scalar: str  # the JIT's form: a Python expression over compute-dtype scalars {0}, {1}, {2}
     doc: str
+    names: tuple[str, ...] = ()  # T.<name> spellings (TileLang's first); () if operator-only
+    helper: Callable | None = None  # the function `scalar` calls, as the numba tier calls it
+    py: Callable | None = None  # what the py tier calls in its place (IEEE, no exceptions)
+    to32: str | None = None  # F64: a vectorisable form for results of float32 or narrower
+    fast: str | None = None  # F64: fast mode's form for float32 results, float32 operands
+    fast_ulps: float | None = None  # the fast form's error bound, in ulps of its result
+    where: str = field(default="", compare=False, repr=False)  # "ir/ops.py:LINE"
+
+    def __post_init__(self):
+        if not self.where:  # the line that built the row (dataclasses.replace keeps it)
+            f = sys._getframe(2)  # 0: here, 1: the dataclass __init__, 2: the row
+            path = os.path.normpath(f.f_code.co_filename).split(os.sep)
+            object.__setattr__(self, "where", f"{'/'.join(path[-2:])}:{f.f_lineno}")
+
+    @property
+    def label(self) -> str:
+        """How messages name the op: its surface name, else its enum member."""
+        return f"T.{self.names[0]}" if self.names else f"Op.{self.op.name}"
 
 
 # ---------------------------------------------------------------- type rules
@@ -206,70 +235,134 @@ def _rsqrt(x):
     return 1.0 / np.sqrt(x)
 
 
+def _softplus(x):
+    """log(1 + e ** x) as max(x, 0) + log1p(e ** -|x|): no overflow for large x, and the
+    tiny e ** x of very negative x kept (log(1 + e ** x) rounds it to 0)."""
+    return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+
+
 # ---------------------------------------------------------------- the table
 
 _N, _F, _C = Compute.NATIVE, Compute.F64, Compute.COMPARE
+_NUM, _FLT = _same("numeric", _num), _same("float", _flt)
+_INT, _BOOL = _same("integer", _int), _same("bool", _bool)
+# `helper` / `py`: the function the scalar form calls (one per row), for the numba tier /
+# the py tier: `_name` helpers are tilepy.ir.scalar's; `math.name` is Numba's math in the
+# numba tier and `py` in the py tier; numpy functions and builtins are the same in both.
+# CONVERT rows' scalar form is the JIT's cast code (jit/scalars.py); `scalar` only names it.
 _ROWS = [
-    OpDef(Op.ADD, 2, _N, _same("numeric", _num), np.add, "({0} + {1})", "a + b"),
-    OpDef(Op.SUB, 2, _N, _same("numeric", _num), np.subtract, "({0} - {1})", "a - b"),
-    OpDef(Op.MUL, 2, _N, _same("numeric", _num), np.multiply, "({0} * {1})", "a * b"),
+    OpDef(Op.ADD, 2, _N, _NUM, np.add, "({0} + {1})", "a + b"),
+    OpDef(Op.SUB, 2, _N, _NUM, np.subtract, "({0} - {1})", "a - b"),
+    OpDef(Op.MUL, 2, _N, _NUM, np.multiply, "({0} * {1})", "a * b"),
     OpDef(Op.DIV, 2, _N, _div_rule, np.true_divide, "({0} / {1})", "a / b, floats only"),
-    OpDef(Op.FLOORDIV, 2, _N, _same("integer", _int), _floordiv, "_floordiv({0}, {1})",
-          "floor(a / b) on integers; x // 0 is 0"),
-    OpDef(Op.MOD, 2, _N, _same("integer", _int), _mod, "_mod({0}, {1})",
-          "a - b * floor(a / b) on integers (sign of b); x % 0 is 0"),
-    OpDef(Op.MAX, 2, _N, _same("numeric", _num), _maximum,
-          "_max({0}, {1})", "a if a >= b else b; NaN if either is NaN"),
-    OpDef(Op.MIN, 2, _N, _same("numeric", _num), _minimum,
-          "_min({0}, {1})", "a if a <= b else b; NaN if either is NaN"),
-    OpDef(Op.POW, 2, _F, _same("float", _flt), np.power, "({0} ** {1})",
-          "a ** b, in float64, rounded once"),
-    OpDef(Op.NEG, 1, _N, _same("numeric", _num), np.negative, "(-{0})", "-a"),
-    OpDef(Op.ABS, 1, _N, _same("numeric", _num), np.abs, "abs({0})", "|a|"),
-    OpDef(Op.EXP, 1, _F, _same("float", _flt), np.exp, "math.exp({0})", "e ** a"),
-    OpDef(Op.EXP2, 1, _F, _same("float", _flt), np.exp2, "(2.0 ** {0})", "2 ** a"),
-    OpDef(Op.LOG, 1, _F, _same("float", _flt), np.log, "_log({0})", "natural log"),
-    OpDef(Op.LOG2, 1, _F, _same("float", _flt), np.log2, "_log2({0})", "log base 2"),
-    OpDef(Op.SQRT, 1, _F, _same("float", _flt), np.sqrt, "_sqrt({0})", "square root"),
-    OpDef(Op.RSQRT, 1, _F, _same("float", _flt), _rsqrt, "(1.0 / _sqrt({0}))",
-          "1 / sqrt(a), rounded once"),
-    OpDef(Op.TANH, 1, _F, _same("float", _flt), np.tanh, "math.tanh({0})", "tanh"),
-    OpDef(Op.SIGMOID, 1, _F, _same("float", _flt), _sigmoid,
-          "(1.0 / (1.0 + math.exp(-{0})))", "1 / (1 + e ** -a), rounded once"),
-    OpDef(Op.ERF, 1, _F, _same("float", _flt), _erf, "math.erf({0})", "error function"),
-    OpDef(Op.SIN, 1, _F, _same("float", _flt), np.sin, "math.sin({0})", "sine"),
-    OpDef(Op.COS, 1, _F, _same("float", _flt), np.cos, "math.cos({0})", "cosine"),
-    OpDef(Op.FLOOR, 1, _N, _same("float", _flt), np.floor, "np.floor({0})", "round down"),
-    OpDef(Op.CEIL, 1, _N, _same("float", _flt), np.ceil, "np.ceil({0})", "round up"),
+    OpDef(Op.FLOORDIV, 2, _N, _INT, _floordiv, "_floordiv({0}, {1})",
+          "floor(a / b) on integers; x // 0 is 0", names=("floordiv",),
+          helper=scalar._floordiv, py=scalar._floordiv),
+    OpDef(Op.MOD, 2, _N, _INT, _mod, "_mod({0}, {1})",
+          "a - b * floor(a / b) on integers (sign of b); x % 0 is 0", names=("floormod",),
+          helper=scalar._mod, py=scalar._mod),
+    OpDef(Op.MAX, 2, _N, _NUM, _maximum, "_max({0}, {1})",
+          "a if a >= b else b; NaN if either is NaN", names=("max",),
+          helper=scalar._max, py=scalar._max),
+    OpDef(Op.MIN, 2, _N, _NUM, _minimum, "_min({0}, {1})",
+          "a if a <= b else b; NaN if either is NaN", names=("min",),
+          helper=scalar._min, py=scalar._min),
+    OpDef(Op.POW, 2, _F, _FLT, np.power, "({0} ** {1})", "a ** b, in float64, rounded once",
+          names=("pow",)),
+    OpDef(Op.NEG, 1, _N, _NUM, np.negative, "(-{0})", "-a"),
+    OpDef(Op.ABS, 1, _N, _NUM, np.abs, "abs({0})", "|a|", names=("abs",),
+          helper=abs, py=abs),
+    OpDef(Op.EXP, 1, _F, _FLT, np.exp, "math.exp({0})", "e ** a", names=("exp",),
+          helper=math.exp, py=np.exp, to32="_exp_to32({0})",
+          fast="_fexp32({0})", fast_ulps=2.0),
+    OpDef(Op.EXP2, 1, _F, _FLT, np.exp2, "(2.0 ** {0})", "2 ** a", names=("exp2",),
+          to32="_exp2_to32({0})", fast="_fexp2_32({0})", fast_ulps=2.0),
+    OpDef(Op.LOG, 1, _F, _FLT, np.log, "_log({0})", "natural log", names=("log",),
+          helper=scalar._log, py=scalar._log),
+    OpDef(Op.LOG2, 1, _F, _FLT, np.log2, "_log2({0})", "log base 2", names=("log2",),
+          helper=scalar._log2, py=scalar._log2),
+    OpDef(Op.SQRT, 1, _F, _FLT, np.sqrt, "_sqrt({0})", "square root", names=("sqrt",),
+          helper=scalar._sqrt, py=scalar._sqrt),
+    OpDef(Op.RSQRT, 1, _F, _FLT, _rsqrt, "(1.0 / _sqrt({0}))", "1 / sqrt(a), rounded once",
+          names=("rsqrt",), helper=scalar._sqrt, py=scalar._sqrt),
+    OpDef(Op.TANH, 1, _F, _FLT, np.tanh, "math.tanh({0})", "tanh", names=("tanh",),
+          helper=math.tanh, py=np.tanh),
+    OpDef(Op.SIGMOID, 1, _F, _FLT, _sigmoid, "(1.0 / (1.0 + math.exp(-{0})))",
+          "1 / (1 + e ** -a), rounded once", names=("sigmoid",),
+          helper=math.exp, py=np.exp, to32="(1.0 / (1.0 + _exp_to32(-{0})))",
+          fast="(np.float32(1.0) / (np.float32(1.0) + _fexp32(-{0})))", fast_ulps=3.0),
+    OpDef(Op.SOFTPLUS, 1, _F, _FLT, _softplus, "_softplus({0})",
+          "log(1 + e ** a), in float64, rounded once", names=("softplus",),
+          helper=scalar._softplus, py=scalar._softplus),
+    OpDef(Op.ERF, 1, _F, _FLT, _erf, "math.erf({0})", "error function", names=("erf",),
+          helper=math.erf, py=scalar._py_erf),
+    OpDef(Op.SIN, 1, _F, _FLT, np.sin, "math.sin({0})", "sine", names=("sin",),
+          helper=math.sin, py=np.sin),
+    OpDef(Op.COS, 1, _F, _FLT, np.cos, "math.cos({0})", "cosine", names=("cos",),
+          helper=math.cos, py=np.cos),
+    OpDef(Op.FLOOR, 1, _N, _FLT, np.floor, "np.floor({0})", "round down", names=("floor",),
+          helper=np.floor, py=np.floor),
+    OpDef(Op.CEIL, 1, _N, _FLT, np.ceil, "np.ceil({0})", "round up", names=("ceil",),
+          helper=np.ceil, py=np.ceil),
     OpDef(Op.EQ, 2, _C, _compare_rule, np.equal, "({0} == {1})", "a == b"),
     OpDef(Op.NE, 2, _C, _compare_rule, np.not_equal, "({0} != {1})", "a != b"),
     OpDef(Op.LT, 2, _C, _compare_rule, np.less, "({0} < {1})", "a < b"),
     OpDef(Op.LE, 2, _C, _compare_rule, np.less_equal, "({0} <= {1})", "a <= b"),
     OpDef(Op.GT, 2, _C, _compare_rule, np.greater, "({0} > {1})", "a > b"),
     OpDef(Op.GE, 2, _C, _compare_rule, np.greater_equal, "({0} >= {1})", "a >= b"),
-    OpDef(Op.AND, 2, _N, _same("bool", _bool), np.logical_and, "({0} and {1})", "a and b"),
-    OpDef(Op.OR, 2, _N, _same("bool", _bool), np.logical_or, "({0} or {1})", "a or b"),
-    OpDef(Op.NOT, 1, _N, _same("bool", _bool), np.logical_not, "(not {0})", "not a"),
-    OpDef(Op.BITAND, 2, _N, _same("integer", _int), np.bitwise_and, "({0} & {1})", "a & b"),
-    OpDef(Op.BITOR, 2, _N, _same("integer", _int), np.bitwise_or, "({0} | {1})", "a | b"),
-    OpDef(Op.BITXOR, 2, _N, _same("integer", _int), np.bitwise_xor, "({0} ^ {1})", "a ^ b"),
-    OpDef(Op.BITNOT, 1, _N, _same("integer", _int), np.invert, "(~{0})", "~a"),
-    OpDef(Op.SHL, 2, _N, _same("integer", _int), _shift(np.left_shift), "_shl({0}, {1})",
-          "a << s; 0 when s is outside [0, bits)"),
-    OpDef(Op.SHR, 2, _N, _same("integer", _int), _shift(np.right_shift), "_shr({0}, {1})",
-          "a >> s (arithmetic for signed); sign fill when s is outside [0, bits)"),
+    OpDef(Op.AND, 2, _N, _BOOL, np.logical_and, "({0} and {1})", "a and b"),
+    OpDef(Op.OR, 2, _N, _BOOL, np.logical_or, "({0} or {1})", "a or b"),
+    OpDef(Op.NOT, 1, _N, _BOOL, np.logical_not, "(not {0})", "not a"),
+    OpDef(Op.BITAND, 2, _N, _INT, np.bitwise_and, "({0} & {1})", "a & b",
+          names=("bitwise_and",)),
+    OpDef(Op.BITOR, 2, _N, _INT, np.bitwise_or, "({0} | {1})", "a | b",
+          names=("bitwise_or",)),
+    OpDef(Op.BITXOR, 2, _N, _INT, np.bitwise_xor, "({0} ^ {1})", "a ^ b",
+          names=("bitwise_xor",)),
+    OpDef(Op.BITNOT, 1, _N, _INT, np.invert, "(~{0})", "~a", names=("bitwise_not",)),
+    OpDef(Op.SHL, 2, _N, _INT, _shift(np.left_shift), "_shl({0}, {1})",
+          "a << s; 0 when s is outside [0, bits)", names=("shift_left",),
+          helper=scalar._shl, py=scalar._shl),
+    OpDef(Op.SHR, 2, _N, _INT, _shift(np.right_shift), "_shr({0}, {1})",
+          "a >> s (arithmetic for signed); sign fill when s is outside [0, bits)",
+          names=("shift_right",), helper=scalar._shr, py=scalar._shr),
     OpDef(Op.SELECT, 3, _N, _select_rule, np.where, "({1} if {0} else {2})",
-          "T.if_then_else(cond, a, b)"),
+          "T.if_then_else(cond, a, b)", names=("if_then_else",)),
     OpDef(Op.CAST, 1, Compute.CONVERT, _cast_rule, np.asarray, "_cast({0})",
-          "convert to the call's dtype (see cast_values)"),
+          "convert to the call's dtype (see cast_values)", names=("cast",)),
     OpDef(Op.CAST_SAT, 1, Compute.CONVERT, _cast_rule, np.asarray, "_cast_sat({0})",
           "convert, clamping finite overflow to the largest finite value"),
     OpDef(Op.REINTERPRET, 1, Compute.CONVERT, _cast_rule, np.asarray, "_reinterpret({0})",
-          "the same bits read as another dtype of the same width"),
+          "the same bits read as another dtype of the same width", names=("reinterpret",)),
 ]
 
 OPS: dict[Op, OpDef] = {row.op: row for row in _ROWS}
 CASTS = (Op.CAST, Op.CAST_SAT, Op.REINTERPRET)
+# every T.<name> of an op; T.cast(..., saturate=True) is CAST_SAT
+SURFACE: dict[str, Op] = {name: row.op for row in _ROWS for name in row.names}
+# T.<name>(operands) is Call(op, operands) for these; casts (a dtype argument) and
+# if_then_else (a condition) have front-end handlers of their own
+FUNCTIONS: dict[str, Op] = {name: op for name, op in SURFACE.items()
+                            if OPS[op].compute is not Compute.CONVERT and op is not Op.SELECT}
+
+
+def called(template: str) -> tuple[str, ...]:
+    """The functions a scalar-form template calls, as written ("math.exp", "_log", "abs");
+    numpy scalar types (`np.float32(...)`) convert, and do not count."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(template.format("x", "y", "z"), mode="eval")):
+        if isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            conv = name.startswith("np.") and isinstance(getattr(np, name[3:], None), type)
+            if not conv and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+# the function each (non-cast) scalar form calls, by the name it calls it, and the row that
+# supplies it for both tiers: the JIT's namespaces are built from this
+CALLS: dict[str, OpDef] = {fn: row for row in _ROWS if row.compute is not Compute.CONVERT
+                           for fn in called(row.scalar)[:1]}
 
 
 def result_dtype(op: Op, arg_dtypes: tuple[DType, ...]) -> DType:
@@ -278,6 +371,78 @@ def result_dtype(op: Op, arg_dtypes: tuple[DType, ...]) -> DType:
     if len(arg_dtypes) != row.arity:
         raise TileTypeError(f"{op} takes {row.arity} operand(s); got {len(arg_dtypes)}")
     return row.type_rule(arg_dtypes)
+
+
+# ---------------------------------------------------------------- completeness
+
+
+def gaps(table: dict[Op, OpDef] | None = None) -> list[str]:
+    """One message per entry an op lacks or contradicts ([] when the table is whole), such
+    as "T.exp: no py-tier function for math.exp (row at ir/ops.py:240)". The functions that
+    to32 and fast forms call are the JIT's (jit/mathlib.py); tests/jit checks those."""
+    table = OPS if table is None else table
+    out = [f"Op.{op.name}: no row in the op table (ir/ops.py)" for op in Op if op not in table]
+    names: dict[str, OpDef] = {}
+    calls: dict[str, OpDef] = {}
+    for row in table.values():
+        found = _entry_gaps(row, names) + _variant_gaps(row)
+        if row.compute is not Compute.CONVERT:
+            found += _call_gaps(row, calls)
+        out += [f"{row.label}: {m} (row at {row.where})" for m in found]
+    return out
+
+
+def _entry_gaps(row: OpDef, names: dict[str, OpDef]) -> list[str]:
+    out = []
+    if not callable(row.numpy):
+        out.append("no numpy reference (the interpreter's semantics)")
+    if not callable(row.type_rule):
+        out.append("no type rule")
+    if not row.doc:
+        out.append("no doc line")
+    for name in row.names:
+        other = names.setdefault(name, row)
+        if not name.isidentifier():
+            out.append(f"the surface name {name!r} is not a Python name")
+        elif other is not row:
+            out.append(f"T.{name} also names Op.{other.op.name}")
+    return out
+
+
+def _call_gaps(row: OpDef, calls: dict[str, OpDef]) -> list[str]:
+    fns = called(row.scalar)
+    if len(fns) > 1:
+        return [f"its scalar form calls {', '.join(fns)}; a row supplies one function"]
+    if not fns:
+        extra = row.helper is not None or row.py is not None
+        return ["a helper or py-tier function that its scalar form never calls"] if extra else []
+    fn, out = fns[0], []
+    if row.helper is None:
+        out.append(f"no Numba helper for {fn}")
+    if row.py is None:
+        out.append(f"no py-tier function for {fn}")
+    if fn.startswith("math.") and row.helper not in (None, getattr(math, fn[5:], None)):
+        out.append(f"its helper is not {fn}, which the numba tier calls")
+    if not fn.startswith(("_", "math.")):
+        same = getattr(np, fn[3:], None) if fn.startswith("np.") else getattr(builtins, fn, None)
+        if row.helper is not same or row.py is not same:
+            out.append(f"both tiers call {fn} itself: helper and py must be it")
+    other = calls.setdefault(fn, row)
+    whole = None not in (other.helper, other.py, row.helper, row.py)
+    if whole and (other.helper, other.py) != (row.helper, row.py):
+        out.append(f"{fn} is another function in Op.{other.op.name}'s row")
+    return out
+
+
+def _variant_gaps(row: OpDef) -> list[str]:
+    out = []
+    if row.compute is not Compute.F64 and (row.to32 or row.fast):
+        out.append("a to32 or fast form on an op that is not computed in float64")
+    if row.fast and row.fast_ulps is None:
+        out.append("a fast form without its ulp charge (fast_ulps)")
+    if row.fast_ulps is not None and not row.fast:
+        out.append("an ulp charge (fast_ulps) without a fast form")
+    return out
 
 
 # ---------------------------------------------------------------- the reference

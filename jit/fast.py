@@ -1,7 +1,8 @@
 """The opt-in fast mode (`fast=True`): what it may do that the exact path never does.
 Owns fast kernels' Numba flags (`options`: fast-math), helpers (`namespace`: BLAS, float32
-exp/exp2 within 2 ulp) and gemm emitters (`emit_launch`: a launch kloop.py proves one
-product, one BLAS call; `emit_dot`: a T.gemm on whole local tiles). Checked against the
+exp/exp2 within 2 ulp, which the op table's `fast` forms call) and gemm emitters
+(`emit_launch`: a launch kloop.py proves one product, one BLAS call; `emit_dot`: a T.gemm on
+whole local tiles). Checked against the
 interpreter with derived bounds, never bitwise; exact code reaches it only behind `fast`.
 """
 

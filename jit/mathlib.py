@@ -133,15 +133,8 @@ _LN2_LO32 = math.log(2.0) - 0.693359375  # ... and the rest, rounded to float32 
 # exp(x) is 0 in float32 below -103.98 and inf above 88.73; exp2 below -150 and above 128
 _CLAMP32 = (-104.0, 89.0)
 _CLAMP2_32 = (-151.0, 129.0)
-FAST_EXP_ULPS = 2.0  # the bound tests/jit/test_vector_paths.py holds these functions to
-
-# fast mode's scalar forms of float32 results (jit/scalars.py), in place of the op table's
-# float64-and-round-once forms; the argument is already float32
-FAST_F32 = {
-    "exp": "_fexp32({0})",
-    "exp2": "_fexp2_32({0})",
-    "sigmoid": "(np.float32(1.0) / (np.float32(1.0) + _fexp32(-{0})))",
-}
+# The op table's `fast` forms (ir/ops.py) call these for float32 results; their rows'
+# `fast_ulps` are the bounds tests/jit/test_vector_paths.py holds them to.
 
 
 @lru_cache(maxsize=None)

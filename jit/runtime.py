@@ -13,23 +13,13 @@ from functools import lru_cache
 
 import numpy as np
 
+from tilepy.ir import scalar
+from tilepy.ir.ops import CALLS
 from tilepy.jit import faults
 
-# numpy (the interpreter) gives x86's default NaN, sign bit set, for invalid operations
-_NAN = -math.nan
-
-
-def _nbits(a):
-    """Bit width of an integer scalar's type (Numba: a typed constant, see `_register`)."""
-    return np.asarray(a).dtype.itemsize * 8
-
-
-def _max(a, b):
-    return a if (a >= b or a != a) else b
-
-
-def _min(a, b):
-    return a if (a <= b or a != a) else b
+# the op table's scalar helpers (ir/scalar.py), by the names their scalar forms call
+_OP_HELPERS = {name: row.helper for name, row in CALLS.items() if name.startswith("_")}
+_max, _min = _OP_HELPERS["_max"], _OP_HELPERS["_min"]  # `_extreme` folds with these
 
 
 def _flip_negative(b: int, bits: int) -> int:
@@ -84,60 +74,6 @@ def _extreme(v, init, want_max):
         for k in range(n):
             r = _min(r, v[k])
     return r
-
-
-def _floordiv(a, b):
-    if b == 0:
-        return a - a
-    if b == -1:  # avoids the INT_MIN // -1 trap; wraps as numpy does
-        return (a - a) - a
-    return a // b
-
-
-def _mod(a, b):
-    if b == 0 or b == -1:
-        return a - a
-    return a % b
-
-
-def _shl(a, s):
-    if s < 0 or s >= _nbits(a):
-        return a - a
-    return a << s
-
-
-def _shr(a, s):
-    if s < 0 or s >= _nbits(a):
-        return ~(a - a) if a < 0 else a - a
-    return a >> s
-
-
-def _log(x):
-    if x != x:
-        return np.float64(x)
-    if x < 0:
-        return np.float64(_NAN)
-    if x == 0:
-        return np.float64(-math.inf)
-    return np.float64(math.log(x))
-
-
-def _log2(x):
-    if x != x:
-        return np.float64(x)
-    if x < 0:
-        return np.float64(_NAN)
-    if x == 0:
-        return np.float64(-math.inf)
-    return np.float64(math.log2(x))
-
-
-def _sqrt(x):
-    if x != x:
-        return np.float64(x)
-    if x < 0:
-        return np.float64(_NAN)
-    return np.float64(math.sqrt(x))
 
 
 def _f2i(x, lo, hi):
@@ -241,12 +177,11 @@ def _apart(a, b):
     return a0 + np.uint64(a.nbytes) <= b0 or b0 + np.uint64(b.nbytes) <= a0
 
 
-HELPERS = {f.__name__: f for f in (
-    _max, _min, _extreme, _floordiv, _mod, _shl, _shr, _log, _log2, _sqrt,
-    _f2i, _f2i64, _f2u64, _clamp,
+HELPERS = {**_OP_HELPERS, **{f.__name__: f for f in (
+    _extreme, _f2i, _f2i64, _f2u64, _clamp,
     _wrap_int4, _wrap_uint4, _f32_odd, _ld1, _ld2, _ld3, _ld4, _in1, _in2, _in3, _in4,
     _apart,
-)}
+)}}
 MAX_GUARDED_RANK = 4
 
 
@@ -254,17 +189,10 @@ MAX_GUARDED_RANK = 4
 
 
 def _py_math() -> _pytypes.SimpleNamespace:
-    """`math` for the py tier: IEEE results (inf, NaN) instead of Python's exceptions."""
-    return _pytypes.SimpleNamespace(
-        exp=np.exp, tanh=np.tanh, sin=np.sin, cos=np.cos, log=np.log, log2=np.log2,
-        sqrt=np.sqrt, erf=_py_erf, inf=math.inf, nan=math.nan,
-    )
-
-
-def _py_erf(x):
-    from scipy.special import erf
-
-    return np.float64(erf(np.float64(x)))
+    """`math` for the py tier: each `math.name` a scalar form calls, as its row's py-tier
+    function (IEEE results, inf and NaN, instead of Python's exceptions)."""
+    fns = {name[5:]: row.py for name, row in CALLS.items() if name.startswith("math.")}
+    return _pytypes.SimpleNamespace(**fns, inf=math.inf, nan=math.nan)
 
 
 def _py_codec(name: str, kind: str):
@@ -284,7 +212,9 @@ def _py_codec(name: str, kind: str):
 def py_namespace(codecs: tuple[tuple[str, str], ...]) -> dict:
     from tilepy.jit.mathlib import py_math
 
-    ns = {"np": np, "math": _py_math(), "prange": range, **HELPERS, **py_math(),
+    # the op rows' py-tier functions, in place of their helpers
+    ops = {name: row.py for name, row in CALLS.items() if name.startswith("_")}
+    ns = {"np": np, "math": _py_math(), "prange": range, **HELPERS, **ops, **py_math(),
           "_bits32": _bits32, "_from_bits32": _from_bits32}
     for kind, fmt in codecs:
         ns[codec_name(kind, fmt)] = _py_codec(fmt, kind)
@@ -317,7 +247,7 @@ def _numba_helpers() -> dict:
 
     from tilepy.precision.codecs import bits_f32, f32_bits
 
-    @overload(_nbits, inline="always")
+    @overload(scalar._nbits, inline="always")
     def _nbits_ov(a):
         bits = a.bitwidth
         return lambda a: bits
@@ -369,7 +299,7 @@ def _numba_helpers() -> dict:
 
     # helpers calling helpers (`_extreme` -> `_max`) must see the njit versions: each is
     # rebuilt over one shared globals dict that maps the names to them
-    g = dict(globals())
+    g = {**vars(scalar), **globals()}
     out = {name: numba.njit(_pytypes.FunctionType(fn.__code__, g, name, fn.__defaults__,
                                                   fn.__closure__), **_EXACT)
            for name, fn in HELPERS.items()}

@@ -16,18 +16,8 @@ from tilepy.ir.errors import Loc, LoweringError
 from tilepy.ir.expr import Buffer, Call, Const, Expr, Load, Var
 from tilepy.ir.ops import OPS, Compute, Op, round_values, wrap_int
 from tilepy.ir.types import DType, Scope, compute_dtype
-from tilepy.jit.mathlib import FAST_F32
 from tilepy.jit.runtime import MAX_GUARDED_RANK, codec_name
 from tilepy.jit.source import Names
-
-# F64 ops whose result is rounded to float32 or narrower use jit/mathlib.py's vectorisable
-# float64 forms (within ~1 ulp of float64, so the rounded result differs from libm's only in
-# rare ties, as the contract allows); a float64 result keeps the op table's libm form.
-_TO32 = {
-    Op.EXP: "_exp_to32({0})",
-    Op.EXP2: "_exp2_to32({0})",
-    Op.SIGMOID: "(1.0 / (1.0 + _exp_to32(-{0})))",
-}
 
 
 @dataclass
@@ -128,10 +118,13 @@ class Emitter:
         args = [self.expr(a) for a in c.args]
         tmpl = row.scalar
         if row.compute is Compute.F64:
-            if self.fast and c.dtype.name == "float32" and c.op.value in FAST_F32:
-                return FAST_F32[c.op.value].format(*[f"np.float32({a})" for a in args])
-            if c.op in _TO32 and (c.dtype.name == "float32" or c.dtype.is_narrow_float):
-                tmpl = _TO32[c.op]
+            if self.fast and c.dtype.name == "float32" and row.fast:
+                return row.fast.format(*[f"np.float32({a})" for a in args])
+            # the row's vectorisable float64 form (jit/mathlib.py: within ~1 ulp of float64,
+            # so the rounded result differs from libm's only in rare ties, as the contract
+            # allows); a float64 result keeps the libm form
+            if row.to32 and (c.dtype.name == "float32" or c.dtype.is_narrow_float):
+                tmpl = row.to32
             body = tmpl.format(*[f"np.float64({a})" for a in args])
             return self.round64(body, c.dtype)
         body = tmpl.format(*args)

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from tilepy.boundary import api_boundary
 from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec  # noqa: F401
+from tilepy.ir.ops import SURFACE
 from tilepy.kernel import make_prim_func as _make_prim_func
 from tilepy.precision.formats import FORMATS, Format, get_format
 
@@ -82,12 +83,7 @@ _builtins("Parallel Pipelined serial unroll")
 # tile ops
 _builtins("copy gemm clear fill reduce_sum reduce_max reduce_min reduce_abssum reduce_absmax")
 _builtins("cumsum atomic_add print")
-# scalar ops
-_builtins(
-    "exp exp2 log log2 sqrt rsqrt tanh sigmoid erf sin cos floor ceil abs max min pow "
-    "if_then_else cast reinterpret infinity floordiv floormod shift_left shift_right "
-    "bitwise_and bitwise_or bitwise_xor bitwise_not ceildiv",
-    {"ceildiv": _ceildiv},
-)
+# scalar ops: every surface name of the op table (ir/ops.py), and two that build other ops
+_builtins(" ".join(SURFACE) + " infinity ceildiv", {"ceildiv": _ceildiv})
 
 __all__ = [n for n in list(globals()) if not n.startswith("_")]  # noqa: PLE0605

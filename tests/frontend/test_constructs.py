@@ -8,6 +8,10 @@ import pytest
 
 import tilepy
 import tilepy.language as T
+from tilepy.errors import TileTypeError
+from tilepy.ir.ops import FUNCTIONS, OPS
+from tilepy.ir.printer import format_func
+from tilepy.ir.types import float32
 
 
 def _interp(kernel, *args):
@@ -139,6 +143,45 @@ def test_python_helpers_and_build_time_loops():
     want = bf(bf(bf(np.float32(0.5) * xf) * bf(1 + inner)) * np.array(scales,
                                                                      np.float32)[:, None])
     assert np.array_equal(y.astype(np.float32), want)
+
+
+def _scalar_kernel(fn, dt: str, arity: int):
+    if arity == 1:
+        @T.prim_func
+        def k(X: T.Tensor((8,), dt), Y: T.Tensor((8,), dt)):
+            with T.Kernel(1) as _:
+                for i in T.Parallel(8):
+                    Y[i] = fn(X[i])
+        return k
+
+    @T.prim_func
+    def k(X: T.Tensor((8,), dt), Y: T.Tensor((8,), dt)):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(8):
+                Y[i] = fn(X[i], X[7 - i])
+    return k
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_every_scalar_function_works_in_the_body_and_in_a_helper(name):
+    """T.<name> builds the same IR in a kernel body and in a traced Python helper: the two
+    front-end name maps are built from the op table (the helper's once lacked bitwise_*,
+    floordiv, floormod and shift_*)."""
+    op = FUNCTIONS[name]
+    arity = OPS[op].arity
+    try:
+        OPS[op].type_rule((float32,) * arity)
+        dt = "float32"
+    except TileTypeError:
+        dt = "int32"
+    fn = getattr(T, name)
+
+    def helper(*args):
+        return fn(*args)
+
+    body, traced = _scalar_kernel(fn, dt, arity), _scalar_kernel(helper, dt, arity)
+    assert f"<Op.{op.name}: " in repr(body.func.body)
+    assert format_func(traced.func, locs=False) == format_func(body.func, locs=False)
 
 
 def test_print_and_breakpoint(capsys, monkeypatch):

@@ -9,6 +9,9 @@ dtype; the numba tier compiles a representative set in CI and all of them under 
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
+import math
 import os
 
 import numpy as np
@@ -21,7 +24,7 @@ from tests.jit.oracle import assert_same_bits, both
 from tests.strategies import arrays, call
 from tilepy.errors import TileTypeError
 from tilepy.ir.expr import Buffer, Call, Load, Var
-from tilepy.ir.ops import OPS, Compute, Op, result_dtype
+from tilepy.ir.ops import OPS, Compute, Op, called, result_dtype
 from tilepy.ir.stmt import Launch, PrimFunc, Store
 from tilepy.ir.types import bool_, dtype
 from tilepy.precision.formats import FORMATS
@@ -102,7 +105,7 @@ def op_kernel(name: str, part: str):
     return _KERNELS[name, part]
 
 
-def _check(name: str, part: str, xs, ys, cs, tier: str) -> None:
+def _check(name: str, part: str, xs, ys, cs, tier: str, only=None) -> None:
     func, f64 = op_kernel(name, part)
     n = len(xs)
     arrs = {"X": xs, "Y": ys, "C": cs}
@@ -110,8 +113,9 @@ def _check(name: str, part: str, xs, ys, cs, tier: str) -> None:
         arrs[p.name] = np.zeros(n, dtype=p.dtype.np_dtype)
     a, b = both(func, arrs, {"N": n}, tier)
     for p in func.params[3:]:
-        ulp = 1 if p.name in f64 and p.dtype.name == "float64" else 0
-        assert_same_bits(a[p.name], b[p.name], f"{name} {p.name}", ulp=ulp)
+        if only is None or p.name == only:
+            ulp = 1 if p.name in f64 and p.dtype.name == "float64" else 0
+            assert_same_bits(a[p.name], b[p.name], f"{name} {p.name}", ulp=ulp)
 
 
 def _data(name: str):
@@ -143,6 +147,20 @@ NUMBA_CASES = NUMBA_ALL if os.environ.get("TILEPY_HYPOTHESIS_PROFILE") == "thoro
 def test_every_op_numba(name, part, data):
     xs, ys, cs = data.draw(_data(name))
     _check(name, part, xs, ys, cs, "numba")
+
+
+@pytest.mark.parametrize("tier", ["py", "numba"])
+@pytest.mark.parametrize("name", ["float64", "float32"])
+def test_softplus_agrees_where_it_needs_care(name, tier):
+    """T.softplus on |x| up to 800, where log(1 + e ** x) overflows or loses e ** x and
+    its helper's two branches meet; the op kernels of the tests above (no new compile).
+    Float32 results are bit-identical, float64 ones within the 1 ulp of libm vs numpy."""
+    x = np.concatenate([np.linspace(-800.0, 800.0, 321), [36.7, 37.0, -745.2, -746.0, 709.8,
+                                                         710.0, 1e300, -1e300, 5e-324]])
+    with np.errstate(over="ignore"):
+        xs = x.astype(name)
+    cs = np.arange(len(x)) % 3 == 0
+    _check(name, "ops", xs, xs[::-1].copy(), cs, tier, only="o_softplus")
 
 
 def test_float_to_int64_saturates():
@@ -180,3 +198,52 @@ def test_saturating_cast_to_float64_clamps_infinities():
         arrs = {"X": x, "O": np.zeros(5)}
         jit.run(func, arrs, {"N": 5}, tier=tier)
         np.testing.assert_array_equal(arrs["O"], [big, -big, np.nan, 1.5, -0.0])
+
+
+def _tier_namespaces() -> dict:
+    """(tier, fast) -> the names a kernel's source can call there."""
+    from tilepy.jit import fast
+    from tilepy.jit.runtime import numba_namespace, py_namespace
+
+    out = {}
+    for tier, ns in (("py", py_namespace(())), ("numba", numba_namespace(()))):
+        out[tier, False] = ns
+        out[tier, True] = {**ns, **fast.namespace(tier)}
+    return out
+
+
+def test_every_function_a_scalar_form_calls_is_bound_in_both_tiers():
+    """The JIT's namespaces come from the op table: whatever a row's scalar, to32 or fast
+    form calls (`_log`, `math.exp`, `_exp_to32`, `_fexp32`) is bound in the py and numba
+    tiers; a message names the op, the form and the tier that lacks it."""
+    missing = []
+    for (tier, fast), ns in _tier_namespaces().items():
+        for row in OPS.values():
+            if row.compute is Compute.CONVERT:
+                continue
+            forms = {"scalar": row.scalar, "to32": row.to32, "fast": row.fast if fast else None}
+            for form, tmpl in forms.items():
+                for fn in called(tmpl) if tmpl else ():
+                    mod, _, attr = fn.rpartition(".")
+                    where = ns.get(mod) if mod else ns
+                    bound = hasattr(where, attr) if mod else attr in ns or hasattr(builtins, fn)
+                    if not bound:
+                        missing.append(f"{row.label}: its {form} form calls {fn}, which the "
+                                       f"{tier} tier{' (fast)' if fast else ''} lacks")
+    assert missing == []
+
+
+def test_the_py_tiers_math_and_helpers_are_the_rows_functions(monkeypatch):
+    """A row whose scalar form calls a `math` function or a helper brings its py-tier
+    function with it (a new `math.log1p` once crashed the hand-kept py-tier namespace)."""
+    from tilepy.ir import ops
+    from tilepy.jit.runtime import py_namespace
+
+    row = OPS[Op.LOG]
+    monkeypatch.setitem(ops.CALLS, "math.log1p", dataclasses.replace(
+        row, scalar="math.log1p({0})", helper=math.log1p, py=np.log1p))
+    monkeypatch.setitem(ops.CALLS, "_log1p", dataclasses.replace(
+        row, scalar="_log1p({0})", helper=np.log1p, py=np.log1p))
+    ns = py_namespace(())
+    assert ns["math"].log1p is np.log1p and ns["_log1p"] is np.log1p
+    assert ns["math"].erf is OPS[Op.ERF].py and ns["_log"] is row.py

@@ -15,6 +15,7 @@ import pytest
 import tilepy
 import tilepy.language as T
 from tests.jit.oracle import assert_agree, assert_same_bits, bits
+from tilepy.ir.ops import OPS, Op
 
 # ------------------------------------------------------------------ exp (jit/mathlib.py)
 
@@ -113,42 +114,62 @@ def test_fast_math_flags_do_not_undo_the_range_reduction(name):
     assert float(err.max()) < 1.5, float(err.max())
 
 
-@pytest.mark.parametrize("name, ref, lo, hi", [("_fexp32", np.exp, -104.5, 89.5),
-                                               ("_fexp2_32", np.exp2, -151.5, 129.5)])
-def test_fast_float32_exp_is_within_its_stated_ulps(name, ref, lo, hi):
-    """Fast mode's float32 exp/exp2 (jit/mathlib.py), inlined under fast-math as fast
-    kernels inline them: within FAST_EXP_ULPS of the true value wherever the float32
-    result is finite (normal or subnormal, in units of the correctly rounded result's
-    ulp), inf where it overflows, 0 far below the subnormals. The kernel bounds of
-    tilepy.kernels.checks charge every exp 2 * FAST_EXP_ULPS units of 2**-24."""
+def _fast_form(op: Op):
+    """The op table's fast form of `op` for float32 x, as fast kernels inline it."""
     import numba
 
-    from tilepy.jit.mathlib import FAST_EXP_ULPS, fast_numba_math
-    from tilepy.kernels.checks import EXP_U
+    from tilepy.jit.mathlib import fast_numba_math
 
-    assert FAST_EXP_ULPS == 2.0 and EXP_U == 2 * FAST_EXP_ULPS
-    f = fast_numba_math()[name]
+    ns = {"np": np, **fast_numba_math()}
+    exec(f"def form(x):\n    return {OPS[op].fast.format('np.float32(x)')}", ns)
+    f = numba.njit(inline="always")(ns["form"])
 
     @numba.njit(fastmath=True)
     def each(x, out):
         for i in range(x.shape[0]):
             out[i] = f(x[i])
 
+    return each
+
+
+_EXP_EDGES = [88.72283, 88.72284, -87.33655, -103.27893, -103.97208, 127.99999, 128.0,
+              -126.0, -149.0, -149.5, -150.0]
+# per fast form: its true function and the range where its values are finite (fast mode
+# assumes no inf or NaN), with the points where a shortcut would show
+FAST_CASES = {
+    Op.EXP: (np.exp, -104.5, 89.5, _EXP_EDGES),
+    Op.EXP2: (np.exp2, -151.5, 129.5, _EXP_EDGES),
+    Op.SIGMOID: (lambda x: 1 / (1 + np.exp(-x)), -88.0, 104.0, [-88.0, -16.6433, 0.0, 17.0]),
+}
+
+
+def test_every_fast_form_is_measured_here():
+    assert {op for op, row in OPS.items() if row.fast} == set(FAST_CASES)
+
+
+@pytest.mark.parametrize("op", list(FAST_CASES), ids=str)
+def test_fast_float32_forms_are_within_their_rows_ulps(op):
+    """Fast mode's float32 forms (the op table's `fast`, calling jit/mathlib.py's float32
+    exp/exp2), inlined under fast-math as fast kernels inline them: within the row's
+    fast_ulps of the true value wherever the float32 result is finite (normal or
+    subnormal, in units of the correctly rounded result's ulp), inf where it overflows, 0
+    far below the subnormals. tilepy.kernels.checks charges each 2 * fast_ulps units of
+    2**-24."""
+    ref, lo, hi, edges = FAST_CASES[op]
+    ulps = OPS[op].fast_ulps
     rng = np.random.default_rng(21)
     x = np.concatenate([rng.uniform(lo, hi, 1 << 21), rng.uniform(-1, 1, 1 << 18),
                         np.arange(np.ceil(lo), hi, 0.5),  # exp2: r = 0 and r = +-1/2
-                        np.float32([88.72283, 88.72284, -87.33655, -103.27893, -103.97208,
-                                    127.99999, 128.0, -126.0, -149.0, -149.5, -150.0])
-                        ]).astype(np.float32)
+                        np.float32(edges)]).astype(np.float32)
     got = np.empty_like(x)
-    each(x, got)
+    _fast_form(op)(x, got)
     with np.errstate(over="ignore"):
         true = ref(x.astype(np.longdouble))
         t32 = true.astype(np.float32)
     fin = np.isfinite(t32) & (t32 > 0)
     ulp = np.spacing(t32[fin]).astype(np.longdouble)
     err = np.abs(got[fin].astype(np.longdouble) - true[fin]) / ulp
-    assert float(err.max()) <= FAST_EXP_ULPS, float(err.max())
+    assert float(err.max()) <= ulps, float(err.max())
     assert float(err.max()) > 0.5  # an approximation, not a correctly rounded copy
     top = np.float32(np.finfo(np.float32).max)
     assert np.all((got[np.isinf(t32)] == np.inf) | (got[np.isinf(t32)] >= top))

@@ -10,6 +10,7 @@ distance (ties to the even code). Data include NaN, inf, -0.0 and subnormals.
 
 import functools
 import math
+from decimal import Decimal, localcontext
 
 import ml_dtypes
 import numpy as np
@@ -132,7 +133,7 @@ MATH = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh,
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "erf": scipy.special.erf,
-    "sin": np.sin, "cos": np.cos,
+    "sin": np.sin, "cos": np.cos, "softplus": lambda x: np.logaddexp(0.0, x),
 }
 
 
@@ -145,6 +146,73 @@ def test_transcendentals_in_float64_rounded_once(name, dtype, data):
     with np.errstate(all="ignore"):
         want = round_once(MATH[name](x.astype(np.float64)), dtype)
     assert _same(got, want), (x, got, want)
+
+
+def _softplus_exact(x: float) -> Decimal:
+    """log(1 + e ** x) to about 50 digits: max(x, 0) + log(1 + t), t = e ** -|x| (the series
+    t - t**2/2 + t**3/3 where 1 + t would lose t)."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        d = Decimal(x)  # exact
+        t = (-abs(d)).exp()
+        log1p = t - t * t / 2 + t * t * t / 3 if t < Decimal("1e-25") else (1 + t).ln()
+        return max(d, Decimal(0)) + log1p
+
+
+def _nearest(value: Decimal, dtype) -> float:
+    """The value of `dtype` nearest to `value` (float32: among float64's guess and its
+    neighbours, so the rounding is once, from the exact value)."""
+    guess = np.asarray(float(value), dtype)
+    cands = [guess, np.nextafter(guess, dtype(np.inf)), np.nextafter(guess, dtype(-np.inf))]
+    return float(min(cands, key=lambda c: abs(Decimal(float(c)) - value)))
+
+
+SOFTPLUS_X = np.concatenate([
+    np.linspace(-800.0, 800.0, 161), np.random.default_rng(5).uniform(-40.0, 40.0, 100),
+    np.random.default_rng(6).standard_normal(60),
+    [0.0, -0.0, 1e-300, -1e-300, 5e-324, 1e-8, -1e-8, 16.6, -16.6, 36.0, 36.7, 37.0, -88.7,
+     -103.9, 709.0, 710.0, -708.0, -745.0, -746.0, 1e300, -1e300]])
+
+
+def test_softplus_against_a_high_precision_reference():
+    """T.softplus in float64 is within 2.5 ulp of log(1 + e ** x) (its helper's log1p and
+    exp are within an ulp each, log1p's condition number is at most 1, and x + log1p(...)
+    rounds once more), also where the plain formula overflows (x > 709) or rounds e ** x
+    away (x < -37); float32 results are the exact value rounded once, as the contract
+    says. Its helper in plain Python (the JIT's py tier) is held to the same bound."""
+    from tilepy.ir.scalar import _softplus
+
+    n = len(SOFTPLUS_X) + 3
+    x64 = np.concatenate([SOFTPLUS_X, [np.inf, -np.inf, np.nan]])
+    x32 = np.where(np.isfinite(x64), np.clip(x64, -1e38, 1e38), x64).astype(np.float32)
+    got64 = _kernel_n(T.softplus, "float64", n)(x64, np.zeros(n))
+    got32 = _kernel_n(T.softplus, "float32", n)(x32, np.zeros(n, np.float32))
+    for got in (got64[-3:], got32[-3:], [_softplus(v) for v in x64[-3:]]):
+        assert got[0] == np.inf and got[1] == 0.0 and np.isnan(got[2])
+    for i in range(n - 3):
+        e = _softplus_exact(float(x64[i]))
+        ulp = Decimal(float(np.spacing(np.float64(float(e)))))
+        for got in (got64[i], _softplus(x64[i])):
+            assert abs(Decimal(float(got)) - e) <= Decimal("2.5") * ulp, (x64[i], got, e)
+        e32 = _softplus_exact(float(x32[i]))
+        assert got32[i] == _nearest(e32, np.float32), (x32[i], got32[i], e32)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_n(fn, dtype, n):
+    """fn applied elementwise over n values of dtype, run in the interpreter."""
+    @T.prim_func
+    def unary(X: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype)):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(n):
+                Y[i] = fn(X[i])
+
+    def run(x, y):
+        with tilepy.backend("interp"):
+            unary(x, y)
+        return y
+
+    return run
 
 
 def _caster(dst):

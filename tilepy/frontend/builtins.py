@@ -16,21 +16,13 @@ from tilepy.frontend.surface import Builtin
 from tilepy.frontend.values import StartPoint, describe, operand_region, region_of
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Region
-from tilepy.ir.ops import Op
+from tilepy.ir.ops import FUNCTIONS, OPS, Op
 from tilepy.ir.types import Scope, int32
 from tilepy.ir.types import dtype as to_dtype
 
-_UNARY = {
-    "exp": Op.EXP, "exp2": Op.EXP2, "log": Op.LOG, "log2": Op.LOG2, "sqrt": Op.SQRT,
-    "rsqrt": Op.RSQRT, "tanh": Op.TANH, "sigmoid": Op.SIGMOID, "erf": Op.ERF, "sin": Op.SIN,
-    "cos": Op.COS, "floor": Op.FLOOR, "ceil": Op.CEIL, "abs": Op.ABS,
-    "bitwise_not": Op.BITNOT,
-}
-_BINARY = {
-    "max": Op.MAX, "min": Op.MIN, "pow": Op.POW, "floordiv": Op.FLOORDIV,
-    "floormod": Op.MOD, "shift_left": Op.SHL, "shift_right": Op.SHR,
-    "bitwise_and": Op.BITAND, "bitwise_or": Op.BITOR, "bitwise_xor": Op.BITXOR,
-}
+# T.exp(x), T.max(a, b)...: the op table's surface names (ir/ops.py FUNCTIONS), by arity
+_UNARY = {name: op for name, op in FUNCTIONS.items() if OPS[op].arity == 1}
+_BINARY = {name: op for name, op in FUNCTIONS.items() if OPS[op].arity == 2}
 _REDUCE = {"reduce_" + k.value: k for k in S.ReduceKind}
 _ALLOC = {"alloc_shared": Scope.SHARED, "alloc_fragment": Scope.FRAGMENT,
           "alloc_local": Scope.LOCAL}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tilepy.errors import Loc, TileTypeError
 from tilepy.frontend import exprs
-from tilepy.ir.ops import Op
+from tilepy.ir.ops import FUNCTIONS, Op
 
 
 class Traced:
@@ -69,20 +69,12 @@ Traced.__invert__ = _unary(Op.BITNOT)
 Traced.__pos__ = lambda self: self
 Traced.__hash__ = None  # type: ignore[assignment]
 
-_SCALAR_BUILTINS = {
-    "exp": Op.EXP, "exp2": Op.EXP2, "log": Op.LOG, "log2": Op.LOG2, "sqrt": Op.SQRT,
-    "rsqrt": Op.RSQRT, "tanh": Op.TANH, "sigmoid": Op.SIGMOID, "erf": Op.ERF, "sin": Op.SIN,
-    "cos": Op.COS, "floor": Op.FLOOR, "ceil": Op.CEIL, "abs": Op.ABS, "max": Op.MAX,
-    "min": Op.MIN, "pow": Op.POW,
-}
-
-
 def traced_builtin(name: str, args: tuple, kwargs: dict):
     """A tile-language scalar function called from inside a traced helper."""
     loc = next(a.loc for a in args if isinstance(a, Traced))
     vals = [unwrap(a) for a in args]
-    if name in _SCALAR_BUILTINS:
-        return Traced(exprs.call(_SCALAR_BUILTINS[name], vals, loc), loc)
+    if name in FUNCTIONS:  # the op table's T.<name>(operands), as builtins.py builds them
+        return Traced(exprs.call(FUNCTIONS[name], vals, loc), loc)
     if name == "if_then_else":
         cond, a, b = vals
         return Traced(exprs.call(Op.SELECT, [exprs.as_bool(cond, loc), a, b], loc), loc)

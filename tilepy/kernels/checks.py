@@ -14,6 +14,7 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
+from tilepy.ir.ops import OPS, Op
 from tilepy.kernels import (
     bias_gelu,
     conv2d_nhwc,
@@ -28,10 +29,18 @@ from tilepy.kernels import (
 )
 
 U32 = 2.0 ** -24
-# A float32 exp or exp2's relative error in units of U32: the JIT's fast mode uses float32
-# functions within FAST_EXP_ULPS ulp (jit/mathlib.py), an ulp being at most 2 U32 relative;
-# the exact path rounds a float64 result once (1 U32). Bounds below charge every exp this.
-EXP_U = 2 * 2.0  # 2 * FAST_EXP_ULPS; a test pins FAST_EXP_ULPS to 2
+
+
+def fast_charge(op: Op) -> float:
+    """The relative error of one float32 `op` in units of U32, as the bounds below charge
+    it: its fast form's error in ulps (the op table's fast_ulps, which tests/jit holds the
+    JIT's fast functions to), an ulp being at most 2 U32 relative. Without a fast form,
+    fast mode rounds the float64 result once, as the exact path does: half an ulp."""
+    ulps = OPS[op].fast_ulps
+    return 2 * (0.5 if ulps is None else ulps)
+
+
+EXP_U, EXP2_U = fast_charge(Op.EXP), fast_charge(Op.EXP2)
 
 
 def unit_roundoff(dtype) -> float:
@@ -226,10 +235,10 @@ def attention_case(rng, B, H, S, D, causal) -> Case:
     spread = float(np.nanmax(np.where(np.isinf(s), 0, s.max(-1, keepdims=True) - s)))
     qk = float((np.abs(Q) @ np.swapaxes(np.abs(K_), -1, -2)).max()) / math.sqrt(D)
     # scores: D fp32 adds (gamma_D * |q||k|), scaled and passed through exp2 (relative
-    # error ~ the absolute error of the exponent: spread + qk terms, plus EXP_U); row sums
+    # error ~ the absolute error of the exponent: spread + qk terms, plus EXP2_U); row sums
     # and P.V: S adds each; 2 roundings and an exp2 per rescale per block; final divide.
     # All relative to sum p|v|.
-    c = (S + D + (4 + EXP_U) * nblocks + 8 + EXP_U + 2 * (spread + D * qk)) * U32 * 1.01
+    c = (S + D + (4 + EXP2_U) * nblocks + 8 + EXP2_U + 2 * (spread + D * qk)) * U32 * 1.01
     return Case("flash attention" + (" causal" if causal else ""), "float32",
                 f"{B}x{H}x{S}x{D}", flash_attention(B, H, S, D, causal),
                 [q, k, v], ref, c * (p @ np.abs(V)))
