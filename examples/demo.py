@@ -6,6 +6,7 @@ The error bound of each check is derived from the kernel's numerics (tilepy/kern
 checks.py); `ratio` is the worst error over that bound (<= 1 passes).
 """
 
+import logging
 import sys
 import time
 
@@ -47,6 +48,7 @@ JIT_CASES = ("gemm NN", "softmax (online)", "layernorm", "vector add")
 
 def jit_side_by_side(cases) -> int:
     """A few kernels through the Numba JIT: same bits as the interpreter, and the times."""
+    logging.getLogger("tilepy").setLevel(logging.WARNING)  # the table shows first calls
     print(f"{'kernel (JIT vs interpreter)':30} {'same bits':>9} {'interp ms':>10} "
           f"{'jit ms':>8} {'first call s':>13}")
     bad = 0
