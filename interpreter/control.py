@@ -170,17 +170,33 @@ def _if(ctx: Ctx, s: S.If, mask) -> None:
     if ctx.lane_vars and always_true(ctx, s.cond):  # e.g. an edge guard of a full tile
         run_body(ctx, s.then_body, mask)
         return
-    c = np.asarray(evaluate(ctx, s.cond, mask), dtype=bool)
+    _branch(ctx, np.asarray(evaluate(ctx, s.cond, mask), dtype=bool), s.then_body,
+            s.else_body, mask)
+
+
+def _branch(ctx: Ctx, c: np.ndarray, then_body, else_body, mask) -> None:
+    """then_body where c holds, else_body elsewhere: one of them for a scalar c, else each
+    under its lanes' mask (lanes of a T.Parallel loop, or blocks run side by side)."""
     if c.size == 1:
-        run_body(ctx, s.then_body if bool(c.reshape(())) else s.else_body, mask)
+        run_body(ctx, then_body if bool(c.reshape(())) else else_body, mask)
         return
     m = _active(and_mask(mask, c))
     if m is not False:
-        run_body(ctx, s.then_body, m)
-    if s.else_body:
+        run_body(ctx, then_body, m)
+    if else_body:
         m = _active(and_mask(mask, ~c))
         if m is not False:
-            run_body(ctx, s.else_body, m)
+            run_body(ctx, else_body, m)
+
+
+def _versioned(ctx: Ctx, s: S.Versioned, mask) -> None:
+    """The version a compiled kernel would take: `body` where the condition holds and the
+    `apart` arrays' extents do not overlap, else `fallback` (the pass that made them
+    guarantees the same values; running either here is how the tests check that)."""
+    c = np.asarray(evaluate(ctx, s.cond, mask), dtype=bool)
+    if any(np.may_share_memory(ctx.global_array(a), ctx.global_array(b)) for a, b in s.apart):
+        c = np.zeros_like(c)
+    _branch(ctx, c, s.body, s.fallback, mask)
 
 
 def _while(ctx: Ctx, s: S.While, mask) -> None:
@@ -207,6 +223,6 @@ def _launch(ctx: Ctx, s: S.Launch, mask) -> None:
 _EXEC = {
     S.Alloc: _alloc, S.Let: _let, S.Store: _store, S.For: _for, S.If: _if,
     S.While: _while, S.Launch: _launch, S.Print: debug.print_stmt,
-    S.Breakpoint: debug.breakpoint_stmt,
+    S.Breakpoint: debug.breakpoint_stmt, S.Versioned: _versioned,
     **{k: _tile for k in _TILE},
 }

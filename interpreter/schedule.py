@@ -109,9 +109,8 @@ def _elements(host: Ctx, body, lanes: int = 1) -> int:
             if s.kind is S.ForKind.PARALLEL:
                 inner = lanes * max(1, _static(host, s.stop) - _static(host, s.start, 0))
             total += max(inner, _elements(host, s.body, inner))
-        elif isinstance(s, S.If):
-            total += max(_elements(host, s.then_body, lanes),
-                         _elements(host, s.else_body, lanes))
+        elif isinstance(s, (S.If, S.Versioned)):
+            total += max(_elements(host, b, lanes) for b in S.branches(s))
         elif isinstance(s, S.While):
             total += _elements(host, s.body, lanes)
     return total

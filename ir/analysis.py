@@ -30,6 +30,7 @@ from tilepy.ir.stmt import (
     PrimFunc,
     Reduce,
     Store,
+    Versioned,
     While,
 )
 from tilepy.ir.types import compute_dtype
@@ -294,6 +295,11 @@ class _Counter:
             a, b = self.body(s.then_body, env), self.body(s.else_body, env)
             t.update({k: max(a[k], b[k]) for k in a.keys() | b.keys()})
         return t
+
+    def s_Versioned(self, s: Versioned, env: dict) -> Counter:
+        """Counted as its fallback, the statements the pass started from: a version that
+        moves work around (fused rows, unchecked accesses) does the same operations."""
+        return self.body(s.fallback, env)
 
     def s_While(self, s: While, env: dict) -> Counter:
         self.notes.append(f"while loop at {_where(s.loc)}: counted one iteration")

@@ -35,6 +35,7 @@ from tilepy.ir.stmt import (
     Reduce,
     ReduceKind,
     Store,
+    Versioned,
     While,
 )
 from tilepy.ir.types import Scope, dtype, int32, is_dtype_name
@@ -285,7 +286,9 @@ class _Parser:
             self.declare(target.id, value, n)
             return None
         if fn is not None and (fn in _SCOPE_BY_ALLOC or fn in ("alloc_var", "alloc_buffer")):
-            return Alloc(self.alloc(target.id, value, n), loc=self.loc(n))
+            self.zero_fill = True
+            buf = self.alloc(target.id, value, n)
+            return Alloc(buf, loc=self.loc(n), zero_fill=self.zero_fill)
         e = self.expr(value)
         return Let(self.bind(target, target.id, e.dtype), e, loc=self.loc(n))
 
@@ -298,6 +301,10 @@ class _Parser:
 
     def alloc(self, name: str, call: ast.Call, node: ast.AST) -> Buffer:
         fn = self.t_name(call)
+        zero = next((k for k in call.keywords if k.arg == "zero_fill"), None)
+        if zero is not None:  # the initfill pass's mark, `zero_fill=False`
+            self.zero_fill = self.literal(zero.value, (bool,))
+            call = ast.Call(call.func, call.args, [k for k in call.keywords if k is not zero])
         if fn == "alloc_var":
             self.kwargs(call, set())
             return self.add_buffer(node, Buffer(name, (), self.dtype_arg(
@@ -397,8 +404,24 @@ class _Parser:
                    loc=self.loc(n))
 
     def st_If(self, n: ast.If):
+        if isinstance(n.test, ast.Call) and self.t_name(n.test) == "versioned":
+            return self.versioned(n)
         cond = self.expr(n.test)
         return If(cond, self.body(n.body), self.body(n.orelse), loc=self.loc(n))
+
+    def versioned(self, n: ast.If) -> Versioned:
+        """`if T.versioned(cond, apart=[(A, B), ...], by="pass"): body else: fallback`."""
+        call = n.test
+        (cond,) = self.nargs(call, 1, 1)
+        kw = self.kwargs(call, {"apart", "by"})
+        pairs = kw.get("apart")
+        if not isinstance(pairs, ast.List) or not all(
+                isinstance(p, ast.Tuple) and len(p.elts) == 2 for p in pairs.elts):
+            raise self.error(call, "expected apart=[(A, B), ...]")
+        apart = tuple((self.buffer(p.elts[0]), self.buffer(p.elts[1])) for p in pairs.elts)
+        by = self.literal(kw["by"], (str,)) if "by" in kw else ""
+        return Versioned(self.expr(cond), apart, self.body(n.body), self.body(n.orelse), by,
+                         loc=self.loc(n))
 
     def st_While(self, n: ast.While):
         if n.orelse:

@@ -32,6 +32,7 @@ from tilepy.ir.stmt import (
     Print,
     Reduce,
     Store,
+    Versioned,
     While,
     walk,
 )
@@ -275,7 +276,10 @@ class _Printer:
 
     def s_Alloc(self, s: Alloc, d: int) -> None:
         self.declared.add(s.buffer.name)
-        self.emit(d, f"{s.buffer.name} = {alloc_text(s.buffer)}", s.loc)
+        text = alloc_text(s.buffer)
+        if not s.zero_fill:  # the initfill pass's mark: `..., zero_fill=False)`
+            text = text[:-1] + ", zero_fill=False)"
+        self.emit(d, f"{s.buffer.name} = {text}", s.loc)
 
     def s_Let(self, s: Let, d: int) -> None:
         ann = "" if s.var.dtype == s.value.dtype else f": T.{s.var.dtype.name}"
@@ -347,6 +351,14 @@ class _Printer:
         elif s.else_body:
             self.emit(d, "else:")
             self.body(s.else_body, d + 1)
+
+    def s_Versioned(self, s: Versioned, d: int) -> None:
+        apart = ", ".join(f"({a.name}, {b.name})" for a, b in s.apart)
+        self.emit(d, f'if T.versioned({format_expr(s.cond)}, apart=[{apart}], by="{s.by}"):',
+                  s.loc)
+        self.body(s.body, d + 1)
+        self.emit(d, "else:")
+        self.body(s.fallback, d + 1)
 
     def s_While(self, s: While, d: int) -> None:
         self.emit(d, f"while {format_expr(s.cond)}:", s.loc)

@@ -62,10 +62,14 @@ class ReduceKind(enum.Enum):
 
 @dataclass(frozen=True)
 class Alloc(_Stmt):
-    """Declares a shared/fragment/local/var buffer for the rest of the enclosing body."""
+    """Declares a shared/fragment/local/var buffer for the rest of the enclosing body.
+
+    `zero_fill=False` (set by the JIT's initfill pass, never by the front end) records that
+    every element is written before any read, so a backend may leave it uninitialised."""
 
     buffer: Buffer
     loc: Loc = _loc()
+    zero_fill: bool = True
 
 
 @dataclass(frozen=True)
@@ -218,8 +222,24 @@ class Launch(_Stmt):
     loc: Loc = _loc()
 
 
+@dataclass(frozen=True)
+class Versioned(_Stmt):
+    """Two versions of the same statements, made by a pass (never by the front end):
+    `body` runs where `cond` holds and no pair of `apart` shares memory, `fallback`
+    elsewhere. The pass that makes it guarantees that both compute the same values and
+    that every global element access of `body` is in range wherever `body` runs; `by`
+    names that pass."""
+
+    cond: Expr
+    apart: tuple[tuple[Buffer, Buffer], ...]
+    body: Body
+    fallback: Body
+    by: str
+    loc: Loc = _loc()
+
+
 Stmt = Union[Alloc, Let, Store, Copy, Fill, Gemm, Reduce, Cumsum, AtomicAdd, For, If, While,
-             Print, Breakpoint, Launch]
+             Print, Breakpoint, Launch, Versioned]
 
 TILE_OPS = (Copy, Fill, Gemm, Reduce, Cumsum, AtomicAdd)
 
@@ -243,6 +263,14 @@ class PrimFunc:
         return format_func(self)
 
 
+def branches(s) -> tuple[Body, Body]:
+    """The two bodies of which one runs: an if's then/else, a versioned region's body and
+    fallback."""
+    if isinstance(s, Versioned):
+        return s.body, s.fallback
+    return s.then_body, s.else_body
+
+
 def walk(body: Body):
     """Every statement of a body, depth first, in program order."""
     for s in body:
@@ -252,6 +280,9 @@ def walk(body: Body):
         elif isinstance(s, If):
             yield from walk(s.then_body)
             yield from walk(s.else_body)
+        elif isinstance(s, Versioned):
+            yield from walk(s.body)
+            yield from walk(s.fallback)
 
 
 def written_params(func: PrimFunc) -> frozenset[str]:

@@ -28,6 +28,7 @@ from tilepy.ir.stmt import (
     Reduce,
     ReduceKind,
     Store,
+    Versioned,
     While,
 )
 from tilepy.ir.types import DType
@@ -50,6 +51,7 @@ class StmtDef:
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     updates: Callable[[object], bool] = _never
+    internal: bool = False  # made by passes only: no surface form, no front-end binding
 
 
 STMTS: dict[type, StmtDef] = {
@@ -71,6 +73,7 @@ STMTS: dict[type, StmtDef] = {
     Print: StmtDef("T.print", "T.print", reads=("args",)),
     Breakpoint: StmtDef("breakpoint()", "breakpoint()"),
     Launch: StmtDef("T.Kernel", "a T.Kernel block", reads=("grid",)),
+    Versioned: StmtDef("", "a versioned region", reads=("cond",), internal=True),
 }
 
 

@@ -34,6 +34,7 @@ from tilepy.ir.stmt import (
     Print,
     Reduce,
     Store,
+    Versioned,
     While,
 )
 from tilepy.ir.tileops import display
@@ -332,6 +333,16 @@ class _Verifier:
         self.cond(s.cond, env, s.loc, "an if")
         self.body(s.then_body, env.child())
         self.body(s.else_body, env.child())
+
+    def s_Versioned(self, s: Versioned, env: _Env) -> None:
+        self.cond(s.cond, env, s.loc, "a versioned region's")
+        for a, b in s.apart:
+            for x in (a, b):
+                self.use(x, env, s.loc)
+                if x.root.scope is not Scope.GLOBAL:
+                    self.fail(s.loc, f"apart() takes global buffers; got {x.name} ({x.scope})")
+        self.body(s.body, env.child())
+        self.body(s.fallback, env.child())
 
     def s_While(self, s: While, env: _Env) -> None:
         self.cond(s.cond, env, s.loc, "a while")

@@ -12,7 +12,19 @@ from dataclasses import dataclass
 from tilepy.ir.errors import LoweringError
 from tilepy.ir.expr import Buffer, Call, Const, Var
 from tilepy.ir.ops import Op
-from tilepy.ir.stmt import AtomicAdd, Breakpoint, For, ForKind, If, Launch, Print, While, walk
+from tilepy.ir.stmt import (
+    AtomicAdd,
+    Breakpoint,
+    For,
+    ForKind,
+    If,
+    Launch,
+    Print,
+    Versioned,
+    While,
+    branches,
+    walk,
+)
 from tilepy.ir.tileops import reads
 from tilepy.ir.types import Scope, compute_dtype
 from tilepy.jit.scalars import Emitter
@@ -103,9 +115,9 @@ def check_lane_order(body) -> None:
             _check_nest(st)
         elif isinstance(st, (For, While)):
             check_lane_order(st.body)
-        elif isinstance(st, If):
-            check_lane_order(st.then_body)
-            check_lane_order(st.else_body)
+        elif isinstance(st, (If, Versioned)):
+            for b in branches(st):
+                check_lane_order(b)
 
 
 def _check_nest(nest: For) -> None:
@@ -135,9 +147,9 @@ def _check_nest(nest: For) -> None:
                 visit(st.body, inner)
             elif isinstance(st, While):
                 visit(st.body, serial or "a while loop")
-            elif isinstance(st, If):
-                visit(st.then_body, serial)
-                visit(st.else_body, serial)
+            elif isinstance(st, (If, Versioned)):
+                for b in branches(st):
+                    visit(b, serial)
 
     visit(nest.body, None)
 
@@ -173,8 +185,8 @@ def _count(body, name: str, em: Emitter):
             inner = _count(s.body, name, em)
             if inner != 0:
                 total = _add(total, _mul(_trips(s, em), inner))
-        elif isinstance(s, If):
-            a, b = _count(s.then_body, name, em), _count(s.else_body, name, em)
+        elif isinstance(s, (If, Versioned)):
+            a, b = (_count(x, name, em) for x in branches(s))
             total = _add(total, a if b == 0 else (b if a == 0 else _max(a, b)))
         elif isinstance(s, While) and _count(s.body, name, em) != 0:
             return None

@@ -184,7 +184,7 @@ class CheckedEmitter(Emitter):
     origin: dict = field(default_factory=dict)  # source text -> the IR expr it came from
     verified: set = field(default_factory=set)  # (buffer, indices) proven in range here
     verified_nest: bool = False  # inside a nest emitted by jit/versioning.py
-    fusion: dict = field(default_factory=dict)  # (id(body), start) -> jit/fusion.py Run
+    fusion: dict = field(default_factory=dict)  # (id(body), start) -> jit/passes/fusion.py Run
 
     @classmethod
     def inside(cls, em: Emitter, **kw) -> "CheckedEmitter":
@@ -202,10 +202,6 @@ class CheckedEmitter(Emitter):
         return lo >= 0 and hi + ext <= n
 
     def expr(self, e) -> str:
-        hoisted = getattr(self, "hoisted", None)  # loads read once before a loop
-        if isinstance(e, Load) and hoisted and e in hoisted:
-            self.origin[hoisted[e]] = e
-            return hoisted[e]
         kind = self.ref(e.buffer).kind if isinstance(e, Load) and e.indices else None
         if kind == "array":
             idx = [self.expr(i) for i in e.indices]

@@ -76,7 +76,7 @@ class CompiledKernel:
 def compile(func: PrimFunc, *, fast: bool = False, tier: str = "numba",
             disk: bool | None = None, fuse: bool | None = None) -> CompiledKernel:  # noqa: A001
     """The compiled kernel for `func`, from memory, the disk cache or a fresh build.
-    `fuse`: row fusion of tile statements (jit/fusion.py); by default in fast mode only."""
+    `fuse`: row fusion of tile statements (jit/passes/fusion.py); by default in fast mode only."""
     if tier not in TIERS:
         raise TilepyError(f"unknown JIT tier: expected one of {', '.join(TIERS)}; got {tier!r}",
                           hint='tier="py" runs the generated source without Numba')

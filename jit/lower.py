@@ -1,5 +1,6 @@
 """Lowering a PrimFunc to the source of one Python function (`kernel.source`); never mutates IR.
 
+The IR first goes through the JIT's passes (jit/passes/); what they leave is transcribed.
 Each launch becomes a block function called from a `prange` over the block ids (blocks share
 only globals, so results do not depend on threads). Loops, ifs, lets and stores become their
 Python forms; tile ops go to tiles.py / gemm.py.
@@ -7,10 +8,11 @@ Python forms; tile ops go to tiles.py / gemm.py.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tilepy.ir.errors import LoweringError
-from tilepy.ir.expr import Buffer, Const
+from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.stmt import (
     Alloc,
     AtomicAdd,
@@ -28,15 +30,17 @@ from tilepy.ir.stmt import (
     Print,
     Reduce,
     Store,
+    Versioned,
     While,
+    walk,
 )
 from tilepy.ir.tileops import display
 from tilepy.ir.types import Scope, compute_dtype
-from tilepy.jit import atomics, fusion, guards, initfill, versioning
+from tilepy.jit import atomics, passes, versioning
 from tilepy.jit.bounds import CheckedEmitter, Faults, var_ranges
 from tilepy.jit.faults import FAULT_COLS
 from tilepy.jit.gemm import emit_gemm
-from tilepy.jit.hoist import invariant_loads
+from tilepy.jit.passes import hoist
 from tilepy.jit.scalars import BufRef, Emitter, np_name, storage_codec
 from tilepy.jit.source import Names, Writer
 from tilepy.jit.tiles import emit_atomic_add, emit_copy, emit_cumsum, emit_fill, emit_reduce
@@ -59,10 +63,11 @@ _TILE = {Copy: emit_copy, Fill: emit_fill, Reduce: emit_reduce, Cumsum: emit_cum
 
 
 def lower(func: PrimFunc, fast: bool = False, fuse: bool | None = None) -> Lowered:
-    """`fuse`: row fusion (jit/fusion.py); by default on in fast mode only."""
+    """`fuse`: the fusion pass (jit/passes/fusion.py); by default on in fast mode only."""
+    func = passes.run(func, fuse=fast if fuse is None else fuse)
     names = Names()
-    em = Emitter(names, fast=fast, fuse=fast if fuse is None else fuse,
-                 reviewed=initfill.reviewed(func.body))
+    em = Emitter(names, fast=fast)
+    em.hoisted = hoist.names(func)
     w = Writer()
     entry = names.user("func", func.name)
     params = []
@@ -89,55 +94,64 @@ def _header(func: PrimFunc) -> str:
             '"""\n\n\n')
 
 
-def _body(em: Emitter, w: Writer, body, fuse: bool = True) -> None:
+def _body(em: Emitter, w: Writer, body) -> None:
     if not body:
         w.line("pass")
-    runs = (getattr(em, "fusion", None) or {}) if fuse else {}
-    k = 0
-    while k < len(body):
-        s = body[k]
+    for s in body:
         em.loc = getattr(s, "loc", None)
-        run = runs.get((id(body), k))
-        if run is not None:
-            _fused(em, w, body, run)
-            k = run.stop
-            continue
-        if isinstance(s, Alloc) and s.buffer.data is None and s.buffer.name not in em.reviewed:
-            em.zero_fill = initfill.needs_zeros(body[k + 1:], s.buffer)
         _stmt(em, w, s)
-        em.zero_fill = True
-        k += 1
 
 
-def _fused(em, w: Writer, body, run: fusion.Run) -> None:
-    """A fused run (jit/fusion.py) where its global tiles lie inside their arrays and the
-    arrays it reads and writes are apart; the statements as they are elsewhere."""
-    conds = []
-    for reg in run.regions:
-        g = em.ref(reg.buffer).name
-        for d, (st, ext) in enumerate(zip(reg.starts, reg.extents)):
-            x = em.expr(st)
-            conds += [f"{x} >= 0", f"{x} + {int(ext.value)} <= {g}.shape[{d}]"]
-    conds += [f"_apart({em.ref(a).name}, {em.ref(b).name})" for a, b in run.apart]
-    for loop in run.empty:  # a mask that selects nothing here
-        lo, hi, _ = guards.narrowed(loop, em.expr)
-        conds.append(f"{lo} >= {hi}")
-    for loop in run.full:  # a select that takes its first value in every column here
-        lo, hi, _ = guards.narrowed(loop, em.expr)
-        conds.append(f"{lo} <= 0 and {hi} >= {em.expr(loop.stop)}")
-    first, last = body[run.start].loc, body[run.stop - 1].loc
-    w.line(f"if {' and '.join(dict.fromkeys(conds)) or 'True'}:")
+def _versioned(em, w: Writer, s: Versioned) -> None:
+    """`if cond and <apart>: body else: fallback`; the body's global accesses unchecked
+    (the pass that made it proved them in range wherever the body runs)."""
+    conds = [em.expr(s.cond)] if s.cond != Const(True, s.cond.dtype) else []
+    conds += [f"_apart({em.ref(a).name}, {em.ref(b).name})" for a, b in s.apart]
+    first, last = s.fallback[0].loc, s.fallback[-1].loc
+    w.line(f"if {' and '.join(conds) or 'True'}:")
     with w.indent():
         lines = f"{first.line}-{last.line}" if first.line and last.line else "?"
-        w.comment(f"lines {lines} fused row by row (jit/fusion.py)", first)
-        saved = em.verified, em.verified_nest, dict(em.ranges)
-        em.verified, em.verified_nest = em.verified | run.verified, True
-        em.ranges.update(run.ranges)
-        _body(em, w, run.hoisted + (run.loop,))
-        em.verified, em.verified_nest, em.ranges = saved
+        w.comment(f"lines {lines}: the {s.by} pass's version (jit/passes/{s.by}.py)", first)
+        saved = getattr(em, "verified", None), getattr(em, "verified_nest", None)
+        if saved[0] is not None:  # a CheckedEmitter: inside a launch
+            em.verified, em.verified_nest = em.verified | _global_accesses(s.body), True
+        _body(em, w, s.body)
+        if saved[0] is not None:
+            em.verified, em.verified_nest = saved
     w.line("else:")
     with w.indent():
-        _body(em, w, body[run.start:run.stop], fuse=False)  # (may be `body` itself)
+        _body(em, w, s.fallback)
+
+
+def _global_accesses(body) -> set:
+    """(buffer, indices) of the global element loads and stores in body, and (buffer,
+    starts) of its tile ops' global regions: what bounds.py and tiles.py look up."""
+    out = set()
+
+    def expr(e):
+        if isinstance(e, Load):
+            if e.buffer.scope is Scope.GLOBAL:
+                out.add((e.buffer, e.indices))
+            for i in e.indices:
+                expr(i)
+        elif hasattr(e, "args"):
+            for a in e.args:
+                expr(a)
+
+    for s in walk(body):
+        for f in dataclasses.fields(s):
+            v = getattr(s, f.name)
+            for x in v if isinstance(v, tuple) else (v,):
+                if isinstance(x, Region):
+                    if x.buffer.scope is Scope.GLOBAL:
+                        out.add((x.buffer, x.starts))
+                    for e in x.starts + x.extents:
+                        expr(e)
+                elif not isinstance(x, (tuple, Buffer)) and hasattr(x, "dtype"):
+                    expr(x)
+        if isinstance(s, Store) and s.buffer.scope is Scope.GLOBAL:
+            out.add((s.buffer, s.indices))
+    return out
 
 
 def _stmt(em: Emitter, w: Writer, s) -> None:
@@ -190,8 +204,7 @@ def _launch(em: Emitter, w: Writer, s: Launch) -> None:
             bw.line(f"{py} = {np_name(v.dtype)}({blk}{div} % {g})")
             div += f" // {g}"
         bem = CheckedEmitter.inside(em, ranges=var_ranges(s.body, s.block_vars),
-                                    faults=faults, logs=plan.logs,
-                                    fusion=fusion.plan(s) if em.fuse else {})
+                                    faults=faults, logs=plan.logs)
         for log in plan.logs.values():
             bw.line(f"{log.n} = np.int64(0)")
         _body(bem, bw, s.body)
@@ -254,12 +267,12 @@ def _alloc(em: Emitter, w: Writer, s: Alloc) -> None:
         return
     shape = ", ".join(em.expr(e) for e in b.shape) + ("," if b.ndim == 1 else "")
     em.bufs[b.name] = BufRef(b, py, "array")
-    if em.zero_fill:
+    if s.zero_fill:
         w.line(f"{py} = np.zeros(({shape}), np.{compute_dtype(b.dtype).name})"
                f"  # {b.scope} {b.dtype}")
     else:
         w.line(f"{py} = np.empty(({shape}), np.{compute_dtype(b.dtype).name})"
-               f"  # {b.scope} {b.dtype}; written whole before any read (jit/initfill.py)")
+               f"  # {b.scope} {b.dtype}; written whole before any read (jit/passes/initfill.py)")
 
 
 def _review(em: Emitter, w: Writer, s: Alloc) -> None:
@@ -278,7 +291,8 @@ def _review(em: Emitter, w: Writer, s: Alloc) -> None:
 
 def _let(em: Emitter, w: Writer, s: Let) -> None:
     value = em.expr(s.value)
-    w.line(f"{em.bind_var(s.var)} = {value}")
+    note = "  # read once: nothing in the loop writes it" if s.var.name in em.hoisted else ""
+    w.line(f"{em.bind_var(s.var)} = {value}{note}")
 
 
 def _store(em: Emitter, w: Writer, s: Store) -> None:
@@ -312,25 +326,13 @@ def _for(em: Emitter, w: Writer, s: For) -> None:
 
 def _loop(em: Emitter, w: Writer, s: For) -> None:
     start, stop, step = em.expr(s.start), em.expr(s.stop), em.expr(s.step)
-    saved = dict(em.hoisted)
-    for ld in invariant_loads(s, set(em.vars)):
-        if em.ref(ld.buffer).kind != "scalar":
-            h = em.names.temp("h")
-            w.line(f"{h} = {em.expr(ld)}  # read once: nothing in the loop writes it")
-            em.hoisted[ld] = h
-    guarded = guards.narrowed(s, em.expr)
     var = em.bind_var(s.var)
     rng = f"range({start}, {stop}, {step})"
     if isinstance(s.step, Const) and int(s.step.value) == 1:
         rng = f"range({stop})" if start == "0" else f"range({start}, {stop})"
-    body, note = s.body, ""
-    if guarded is not None:  # the body's `if` on the loop variable as the range (guards.py)
-        rng, body = f"range({guarded[0]}, {guarded[1]})", guarded[2]
-        note = ", the if's range"
-    w.line(f"for {var} in {rng}:  # {s.kind}{note}")
+    w.line(f"for {var} in {rng}:  # {s.kind}")
     with w.indent():
-        _body(em, w, body)
-    em.hoisted = saved
+        _body(em, w, s.body)
 
 
 def _if(em: Emitter, w: Writer, s: If) -> None:
@@ -380,4 +382,4 @@ def _breakpoint(em: Emitter, w: Writer, s: Breakpoint) -> None:
 
 
 _STMT = {Launch: _launch, Alloc: _alloc, Let: _let, Store: _store, For: _for, If: _if,
-         While: _while, Print: _print, Breakpoint: _breakpoint}
+         While: _while, Print: _print, Breakpoint: _breakpoint, Versioned: _versioned}

@@ -172,7 +172,7 @@ def _in4(a, i, j, k, l):
 
 
 def _apart(a, b):
-    """Whether two C-contiguous arrays share no byte (jit/fusion.py's alias test)."""
+    """Whether two C-contiguous arrays share no byte (jit/passes/fusion.py's alias test)."""
     a0, b0 = np.uint64(a.ctypes.data), np.uint64(b.ctypes.data)
     return a0 + np.uint64(a.nbytes) <= b0 or b0 + np.uint64(b.nbytes) <= a0
 

@@ -61,17 +61,14 @@ class Emitter:
 
     names: Names
     fast: bool = False  # the opt-in fast mode (jit/fast.py)
-    fuse: bool = False  # row fusion of tile statements (jit/fusion.py; fast mode's default)
     bufs: dict[str, BufRef] = field(default_factory=dict)
     vars: dict[str, str] = field(default_factory=dict)
     codecs: set[tuple[str, str]] = field(default_factory=set)
     loc: Loc | None = None
     block_writers: list = field(default_factory=list)  # (name, Writer) per launch
     block_vars: list = field(default_factory=list)  # the current launch's block ids
-    hoisted: dict = field(default_factory=dict)  # Load -> the name it was read into (hoist.py)
     notes: set = field(default_factory=set)  # what the loader must know (fast.BLAS_IN_BLOCKS)
-    reviewed: set = field(default_factory=set)  # buffers a re-view shares (initfill.py)
-    zero_fill: bool = True  # the Alloc being lowered may be read before written (initfill.py)
+    hoisted: set = field(default_factory=set)  # variables the hoist pass bound
 
     # -------------------------------------------------------------- names
 
@@ -101,9 +98,6 @@ class Emitter:
                 raise LoweringError(f"'{e.name}' is used before it is defined", loc=self.loc)
             return self.vars[e.name]
         if isinstance(e, Load):
-            h = self.hoisted.get(e)
-            if h is not None:
-                return h
             return self.load(e.buffer, [self.expr(i) for i in e.indices])
         if isinstance(e, Call):
             return self.call(e)

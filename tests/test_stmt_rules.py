@@ -1,6 +1,7 @@
 """Every statement kind of the statement table (ir/tileops.py) has every rule: interpreter
 rule, JIT emitter, printer and parser form, verifier rule, flop/byte rule, front-end
-binding and a docs/language.md entry. `missing` names each one a kind lacks."""
+binding and a docs/language.md entry (for a kind only passes make, a docs/ir.md entry in
+place of the last two). `missing` names each one a kind lacks."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ from tilepy.jit import lower
 KINDS = typing.get_args(S.Stmt)
 verify = importlib.import_module("tilepy.ir.verify")  # the package exports verify()
 LANGUAGE_MD = Path(__file__).resolve().parents[1] / "docs" / "language.md"
+IR_MD = LANGUAGE_MD.with_name("ir.md")
+SURFACE_RULES = ("front-end binding (tilepy/language.py)", "docs/language.md entry")
 
 # kinds the parser reads from Python syntax rather than from a `T.<name>(...)` call
 SYNTAX = {S.Alloc: "st_Assign", S.Let: "st_Assign", S.Store: "st_Assign", S.For: "st_For",
-          S.If: "st_If", S.While: "st_While", S.Launch: "st_With", S.Breakpoint: "st_Expr"}
+          S.If: "st_If", S.While: "st_While", S.Launch: "st_With", S.Breakpoint: "st_Expr",
+          S.Versioned: "versioned"}
 
 
 def _names(kind) -> list[str]:
@@ -63,9 +67,9 @@ def _documented(text: str, kind) -> bool:
 
 def registries() -> dict[str, dict]:
     """Per rule (named with where it lives): the kinds that have it."""
-    text = LANGUAGE_MD.read_text()
-    bound = {k for k in tileops.STMTS if all(hasattr(T, n[2:]) for n in _names(k)
-                                             if re.fullmatch(r"T\.\w+", n))}
+    text, ir_text = LANGUAGE_MD.read_text(), IR_MD.read_text()
+    bound = {k for k in tileops.STMTS if not tileops.STMTS[k].internal
+             and all(hasattr(T, n[2:]) for n in _names(k) if re.fullmatch(r"T\.\w+", n))}
     return {
         "interpreter rule (interpreter/control.py)": dict(control._EXEC),
         "JIT emitter (jit/lower.py)": {**lower._TILE, **lower._STMT},
@@ -75,6 +79,8 @@ def registries() -> dict[str, dict]:
         "flop/byte rule (ir/analysis.py)": _by_method(analysis._Counter, "s_"),
         "front-end binding (tilepy/language.py)": dict.fromkeys(bound),
         "docs/language.md entry": {k: True for k in tileops.STMTS if _documented(text, k)},
+        "docs/ir.md entry": {k: True for k in tileops.STMTS
+                             if not tileops.STMTS[k].internal or f"`{k.__name__}`" in ir_text},
     }
 
 
@@ -84,8 +90,10 @@ def missing(regs: dict[str, dict], table: dict) -> list[str]:
         if k not in table:
             out.append(f"{k.__name__}: no entry in ir/tileops.py")
             continue
-        name = table[k].surface.format(kind="*")
-        out.extend(f"{name}: no {rule}" for rule, have in regs.items() if k not in have)
+        d = table[k]
+        name = d.surface.format(kind="*") or k.__name__
+        out.extend(f"{name}: no {rule}" for rule, have in regs.items()
+                   if k not in have and not (d.internal and rule in SURFACE_RULES))
     return out
 
 
@@ -104,6 +112,19 @@ def test_a_missing_rule_is_named():
     assert missing(regs, table) == ["Fill: no entry in ir/tileops.py",
                                     "T.reduce_*: no docs/language.md entry",
                                     "T.cumsum: no JIT emitter (jit/lower.py)"]
+
+
+def test_a_kind_only_passes_make_needs_no_surface_but_ir_docs():
+    regs = registries()
+    assert S.Versioned not in regs["front-end binding (tilepy/language.py)"]
+    assert missing(regs, tileops.STMTS) == []
+    regs["docs/ir.md entry"] = {k: True for k in KINDS if k is not S.Versioned}
+    regs["interpreter rule (interpreter/control.py)"] = dict(
+        regs["interpreter rule (interpreter/control.py)"])
+    del regs["interpreter rule (interpreter/control.py)"][S.Versioned]
+    assert missing(regs, tileops.STMTS) == [
+        "Versioned: no interpreter rule (interpreter/control.py)",
+        "Versioned: no docs/ir.md entry"]
 
 
 def test_the_docs_check_reads_the_brace_form():

@@ -169,10 +169,12 @@ def _cmd_ir(args) -> int:
     whose arrays are not needed) built with ARGS."""
     obj = _target(args.target)
     pos, kw = _literals(args.args)
-    if isinstance(obj, PrimFunc):
-        print(format_func(obj))
-        return 0
-    print(_build(obj, args.target, pos, kw).ir)
+    func = obj if isinstance(obj, PrimFunc) else _build(obj, args.target, pos, kw).func
+    if args.after:
+        from tilepy.jit import passes  # the JIT layer loads lazily (DESIGN.md, Layers)
+
+        func = passes.run(func, fuse=args.fast, upto=args.after)
+    print(format_func(func))
     return 0
 
 
@@ -236,6 +238,10 @@ def _parser() -> argparse.ArgumentParser:
     p_ir.add_argument("target", help="FILE.py:NAME or MODULE:NAME")
     p_ir.add_argument("args", nargs="*", help="build-time arguments (Python literals, "
                                               "positional or NAME=VALUE)")
+    p_ir.add_argument("--after", metavar="PASS", help="the IR after this JIT pass "
+                      "(initfill, fusion, hoist, guards) and those before it")
+    p_ir.add_argument("--fast", action="store_true", help="with --after: fast mode's "
+                      "pipeline (fusion runs)")
     p_ir.set_defaults(run=_cmd_ir)
     p_aot = sub.add_parser("jit-compile", help="compile modules' kernels into the disk cache")
     p_aot.add_argument("modules", nargs="+", help="module names or .py files")

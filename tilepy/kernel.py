@@ -61,6 +61,16 @@ class Kernel:
     def ir(self) -> IRText:
         return IRText(format_func(self.func))
 
+    @api_boundary
+    def ir_after(self, name: str, fast: bool = False, fuse: bool | None = None) -> IRText:
+        """The IR the JIT's pass `name` leaves (jit/passes/: "initfill", "fusion", "hoist",
+        "guards"), after the passes before it; `fast`/`fuse` as for the JIT (fusion runs in
+        fast mode or with fuse=True). The interpreter runs this IR too."""
+        from tilepy.jit import passes  # the JIT layer loads lazily (DESIGN.md, Layers)
+
+        return IRText(format_func(passes.run(self.func, fast if fuse is None else fuse,
+                                             upto=name)))
+
     @property
     @api_boundary
     def source(self) -> str:

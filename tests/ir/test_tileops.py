@@ -52,6 +52,9 @@ CASES = {
                   (S.Store(D, (i, i), x),)), ["I"], []),
     S.If: (S.If(Load(C, (_c(0), _c(0))), (S.Store(D, (i, i), x),)), ["C"], []),
     S.While: (S.While(Load(C, (_c(0), _c(0))), ()), ["C"], []),
+    # apart() compares the arrays' extents, it reads no element of them
+    S.Versioned: (S.Versioned(Load(C, (_c(0), _c(0))), ((A, B),), (S.Store(D, (i, i), x),),
+                              (), "test"), ["C"], []),
     S.Print: (S.Print("m", (A, x)), ["A", "B", "I"], []),
     S.Breakpoint: (S.Breakpoint(), [], []),
     S.Launch: (S.Launch((Load(I, (_c(0),)),), (Var("bx"),), (128,),

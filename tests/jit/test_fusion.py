@@ -1,4 +1,4 @@
-"""jit/fusion.py: row fusion gives the unfused statements' bits, and runs only where it may.
+"""jit/passes/fusion.py: row fusion gives the unfused statements' bits, and runs only where it may.
 
 Exact mode with `fuse=True` must equal the interpreter bit for bit: on rows inside the
 arrays (the fused form), on edge tiles and ragged rows (the unfused statements emitted
@@ -16,7 +16,7 @@ import tilepy.language as T
 from tests.jit.oracle import assert_same_bits
 from tilepy.interpreter import run as interp_run
 from tilepy.ir.stmt import For, Launch, Reduce, Store
-from tilepy.jit import fusion
+from tilepy.jit.passes import fusion
 from tilepy.kernels import checks, layernorm, softmax
 
 F = "float32"
@@ -67,7 +67,7 @@ KERNELS = {"layernorm": lambda: layernorm(block_M=4, block_N=64),
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_library_kernels_fused_keep_the_interpreters_bits(name):
     func = KERNELS[name]().func
-    assert "fused row by row" in jit.compile(func, fuse=True).source
+    assert "the fusion pass" in jit.compile(func, fuse=True).source
     rng = np.random.default_rng(3)
     # inside (4x64 and 12x64), a last block past M, ragged rows (N < 64: the masks and
     # selects do not hold for every column), rows longer than a tile (the chunked path)
@@ -208,7 +208,7 @@ def test_fast_mode_fused_kernels_stay_within_the_bound(name, case):
     """Fast mode fuses by default (numba tier, fast-math): rows inside the arrays and
     ragged ones both pass the kernels' derived bounds."""
     kernel = KERNELS[name]()
-    assert "fused row by row" in jit.compile(kernel.func, fast=True).source
+    assert "the fusion pass" in jit.compile(kernel.func, fast=True).source
     rng = np.random.default_rng(6)
     for M, N in ((16, 64), (13, 64), (13, 50)):
         c = case(rng, M, N, block_N=64) if name == "softmax" else case(rng, M, N)

@@ -1,4 +1,4 @@
-"""jit/initfill.py: a block-local array skips its zero fill only when every path writes all
+"""jit/passes/initfill.py: a block-local array skips its zero fill only when every path writes all
 of it before anything reads it. Each kernel here allocates `t` and uses it one way; the
 test reads the allocation the generated source makes for `t`, and the kernels whose zeros
 are skipped must still give the interpreter's bits."""

@@ -1,6 +1,6 @@
 """The JIT's vectorising paths keep the interpreter's bits: the float64 `exp` of jit/mathlib.py
 (results rounded to float32 or narrower), max/min reductions as integer reductions over
-order keys (runtime._extreme), and loads read once before a loop (jit/hoist.py).
+order keys (runtime._extreme), and loads read once before a loop (jit/passes/hoist.py).
 
 Each test feeds the cases where a shortcut would show: NaN, infinities, signed zeros,
 values at the float32 overflow and underflow edges, lengths that are not a multiple of

@@ -1,4 +1,5 @@
-"""Which block-local arrays need their zero fill: those a read may reach before a write.
+"""The initfill pass: which block-local arrays need their zero fill (those a read may reach
+before a write); the others' allocations get `zero_fill=False`.
 
 The JIT allocates block-local arrays with `np.zeros`, so a read of an element never written
 gives 0 on every run (the interpreter raises instead). Most arrays are written whole before
@@ -7,9 +8,12 @@ any read, and clearing them costs a memset per block. Decides nothing about valu
 
 from __future__ import annotations
 
+import dataclasses
+
 from tilepy.ir.expr import Buffer, Const, Region, Var, loads
-from tilepy.ir.stmt import Alloc, Breakpoint, For, If, Store, walk
+from tilepy.ir.stmt import Alloc, Breakpoint, For, If, PrimFunc, Store, Versioned, branches, walk
 from tilepy.ir.tileops import reads, written_regions
+from tilepy.jit.passes.rewrite import map_body, with_bodies
 
 _WRITE, _READ = "write", "read"
 
@@ -123,8 +127,8 @@ def _first(body: tuple, name: str) -> str | None:
             continue
         if _whole_write(s, name):
             return _WRITE
-        if isinstance(s, If):
-            t, e = _first(s.then_body, name), _first(s.else_body, name)
+        if isinstance(s, (If, Versioned)):
+            t, e = (_first(b, name) for b in branches(s))
             if _READ in (t, e):
                 return _READ
             if t == e == _WRITE:
@@ -138,3 +142,23 @@ def _first(body: tuple, name: str) -> str | None:
             return _READ if _first(body[k + 1:], name) == _READ else _WRITE
         return _READ
     return None
+
+
+# ------------------------------------------------------------------ the pass
+
+
+def run(func: PrimFunc) -> PrimFunc:
+    """Marks `zero_fill=False` on each block-local allocation that `needs_zeros` clears."""
+    views = reviewed(func.body)
+    return map_body(func, lambda body: _body(body, views))
+
+
+def _body(body: tuple, views: set) -> tuple:
+    out = []
+    for k, s in enumerate(body):
+        s = with_bodies(s, lambda b: _body(b, views))
+        if (isinstance(s, Alloc) and s.zero_fill and s.buffer.data is None
+                and s.buffer.name not in views and not needs_zeros(body[k + 1:], s.buffer)):
+            s = dataclasses.replace(s, zero_fill=False)
+        out.append(s)
+    return tuple(out)

@@ -1,13 +1,13 @@
-"""Row fusion: a run of a block's tile statements that each work row by row on the same rows
-becomes one loop over the rows, each row's statements in order, adjacent element loops
+"""The fusion pass: a run of a block's tile statements that each work row by row on the same
+rows becomes one loop over the rows, each row's statements in order, adjacent element loops
 merged (docs/jit.md). On by default in fast mode, on request in exact mode (`fuse=True`):
-the fused form gives the same bits, and runs only where its run-time conditions hold (else
-the unfused statements, emitted next to it). `plan` says what qualifies and why.
+the fused form gives the same bits, and runs only where its run-time conditions hold, as
+the body of a `Versioned` statement whose fallback is the unfused statements. `plan` says
+what qualifies and why.
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
 from dataclasses import dataclass, field
 
@@ -22,19 +22,24 @@ from tilepy.ir.stmt import (
     If,
     Launch,
     Let,
+    PrimFunc,
     Reduce,
     ReduceKind,
     Store,
+    Versioned,
     While,
+    walk,
 )
-from tilepy.ir.types import Scope, compute_dtype, int32
-from tilepy.jit.guards import narrowed
-from tilepy.jit.initfill import needs_zeros, reviewed, whole
+from tilepy.ir.types import Scope, bool_, compute_dtype, int32, int64
+from tilepy.jit.passes.guards import as_int64 as _i64
+from tilepy.jit.passes.guards import narrowed
+from tilepy.jit.passes.initfill import needs_zeros, reviewed, whole
+from tilepy.jit.passes.rewrite import Fresh, map_body, map_exprs, with_bodies
 
 _PLAIN = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
           "uint32", "uint64")
 _SUMS = (ReduceKind.SUM, ReduceKind.ABSSUM)
-_ids = threading.local()  # the fresh-name counter, restarted by each plan()
+_ids = threading.local()  # the fresh names of the plan being made
 
 
 # ------------------------------------------------------------------ what a run is
@@ -166,10 +171,8 @@ def _index(*parts) -> object:
 
 
 def _fresh(kind: str) -> str:
-    """A new name for the plan being made: '.' keeps it apart from every user name, and
-    the count restarts with each plan, so the same kernel gets the same source (and the
-    same disk-cache entry) in every process."""
-    return f"fuse.{kind}{next(_ids.count)}"
+    """A new name for the plan being made (rewrite.Fresh: `fuse_` names no user binds)."""
+    return _ids.fresh(kind)
 
 
 # ------------------------------------------------------------------ statements -> items
@@ -254,7 +257,7 @@ class _Items:
         j = self._j(cols)
         body = [_subst_stmt(t, {**m, inner.var.name: j}) for t in inner.body]
         loop = For(j, inner.start, inner.stop, inner.step, ForKind.SERIAL, tuple(body))
-        if narrowed(loop, str) is not None and not _mentions(body[0].cond, self.r.name):
+        if narrowed(loop) is not None and not _mentions(body[0].cond, self.r.name):
             return Empty(loop)
         local = {self.r.name} | _lets(body)  # names the block cannot evaluate
         body = [_subst_stmt(t, {"@call": lambda c, j=j: self._select(c, j, cols, local)})
@@ -269,7 +272,7 @@ class _Items:
             return c
         probe = For(j, Const(0, int32), Const(cols, int32), Const(1, int32), ForKind.SERIAL,
                     (If(c.args[0], ()),))
-        if narrowed(probe, str) is None:
+        if narrowed(probe) is None:
             return c
         self.full.append(probe)
         return c.args[1]
@@ -419,7 +422,7 @@ def _check(items: list, r: Var, gread: set, gwritten: set, views: set) -> set | 
                         return None  # a global outside the copies
                     continue
                 if b.scope is Scope.VAR or b.ndim == 0:
-                    if store and not b.name.startswith("fuse."):
+                    if store and b.name not in _ids.fresh.made:
                         return None  # a T.alloc_var written per row
                     continue
                 if b.data is not None or b.name in views:
@@ -697,7 +700,7 @@ def plan(launch: Launch) -> dict:
     default: one row at a time serialises the sums that the exact path interleaves over
     2-16 rows (tiles.py), which is slower there."""
     out: dict = {}
-    _ids.count = itertools.count()
+    _ids.fresh = Fresh((launch,), "fuse_")
     _plan_body(launch.body, (), out, reviewed(launch.body))
     return out
 
@@ -713,7 +716,7 @@ def _plan_body(body: tuple, rest: tuple, out: dict, views: set) -> None:
             _plan_body(s.then_body, after, out, views)
             _plan_body(s.else_body, after, out, views)
         elif isinstance(s, While) or (isinstance(s, For) and s.kind is not ForKind.PARALLEL):
-            again = If(Var("fuse.again", int32), s.body)
+            again = If(Var(_fresh("again"), int32), s.body)
             _plan_body(s.body, (again,) + body[k + 1:] + rest, out, views)
         run = _try(body, k, rest, views)
         if run is None:
@@ -780,6 +783,7 @@ def _try(body: tuple, start: int, rest_after: tuple, views: set) -> Run | None:
             stmts += it.post
         else:
             stmts += it.stmts
+    stmts = _rename_lets(stmts)
     loop = For(b.r, Const(0, int32), Const(b.rows, int32), Const(1, int32), ForKind.SERIAL,
                tuple(stmts), loc=body[start].loc)
     # every global access left is a copy's element or a forwarded one, [s0 + r, s1 + j]
@@ -792,3 +796,69 @@ def _try(body: tuple, start: int, rest_after: tuple, views: set) -> Run | None:
              for h in sorted(b.gwritten, key=lambda x: x.name)]
     return Run(start, stop, tuple(hoist), loop, b.regions, apart, empty, b.full, verified,
                b.ranges)
+
+
+def _rename_lets(stmts: list) -> list:
+    """The fused statements with the user's lets renamed: the unfused statements, kept
+    next to them, bind those names already (every name is bound once)."""
+    made = _ids.fresh.made
+    m = {t.var.name: Var(_fresh("v"), t.var.dtype) for t in walk(tuple(stmts))
+         if isinstance(t, Let) and t.var.name not in made}
+    if not m:
+        return stmts
+    rename = lambda e: m.get(e.name, e) if isinstance(e, Var) else e
+    return [map_exprs(t, rename) for t in stmts]
+
+
+# ------------------------------------------------------------------ the pass
+
+
+def run(func: PrimFunc) -> PrimFunc:
+    """Every planned run of every launch as `Versioned(cond, apart, fused, unfused)`."""
+    def launch(s):
+        if not isinstance(s, Launch):
+            return s
+        runs = plan(s)
+        return with_bodies(s, lambda b: _apply(b, runs)) if runs else s
+
+    return map_body(func, lambda body: tuple(launch(s) for s in body))
+
+
+def _apply(body: tuple, runs: dict) -> tuple:
+    """body with its runs versioned, and the runs inside its statements' bodies."""
+    out, k = [], 0
+    while k < len(body):
+        r = runs.get((id(body), k))
+        if r is not None:
+            out.append(Versioned(_condition(r), tuple(r.apart), r.hoisted + (r.loop,),
+                                 body[r.start:r.stop], "fusion", loc=body[r.start].loc))
+            k = r.stop
+            continue
+        out.append(with_bodies(body[k], lambda b: _apply(b, runs)))
+        k += 1
+    return tuple(out)
+
+
+def _condition(r: Run):
+    """Where the fused form may run (the arrays' disjointness is the Versioned's `apart`):
+    every global region inside its array, every dropped mask selecting no column, every
+    select taken as true selecting every column."""
+    conds = []
+    for reg in r.regions:
+        for d, (st, ext) in enumerate(zip(reg.starts, reg.extents)):
+            x = _i64(st)
+            end = Call(Op.ADD, (x, _i64(ext)), int64)
+            conds += [Call(Op.GE, (x, Const(0, int64)), bool_),
+                      Call(Op.LE, (end, _i64(reg.buffer.shape[d])), bool_)]
+    for loop in r.empty:
+        lo, hi, _ = narrowed(loop)
+        conds.append(Call(Op.GE, (lo, hi), bool_))
+    for loop in r.full:
+        lo, hi, _ = narrowed(loop)
+        conds += [Call(Op.LE, (lo, Const(0, int64)), bool_),
+                  Call(Op.GE, (hi, _i64(loop.stop)), bool_)]
+    out = None
+    for c in dict.fromkeys(conds):  # each condition once, in order
+        out = c if out is None else Call(Op.AND, (out, c), bool_)
+    return Const(True, bool_) if out is None else out
+

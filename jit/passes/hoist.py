@@ -1,4 +1,4 @@
-"""Loop-invariant loads: which element loads of a loop body the JIT reads once, before the loop.
+"""The hoist pass: loop-invariant element loads read once, into a `let` before their loop.
 
 `x[i, j] / row_sum[i]` inside `for j` reloads `row_sum[i]` on every iteration, as LLVM
 cannot prove the store to `x` leaves `row_sum` alone, and the loop stays scalar; reading it
@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from tilepy.ir.expr import Call, Const, Load, Var
 from tilepy.ir.ops import Op
-from tilepy.ir.stmt import Alloc, For, Let, Store, walk
+from tilepy.ir.stmt import Alloc, For, Launch, Let, PrimFunc, Store, walk
+from tilepy.ir.types import Scope
+from tilepy.jit.passes.rewrite import Fresh, map_body, map_exprs, with_bodies
 
+_PREFIX = "hoist_"
 # operand positions evaluated only conditionally in the generated Python
 _LAZY = {Op.SELECT: (1, 2), Op.AND: (1,), Op.OR: (1,)}
 
@@ -102,3 +105,49 @@ def invariant_loads(loop: For, outer_vars: set[str]) -> list[Load]:
             continue
         out.append(ld)
     return out
+
+
+# ------------------------------------------------------------------ the pass
+
+
+def run(func: PrimFunc) -> PrimFunc:
+    """Each loop's `invariant_loads` (array loads: a scalar variable's load is a register
+    already) as `let hoist_N = load` just before it, and the load as `hoist_N` everywhere
+    in the loop (nothing in it writes the buffer)."""
+    names = Fresh(func, _PREFIX)
+    bound = {v.name for v in func.sizes}
+    return map_body(func, lambda body: _body(body, bound, names))
+
+
+def _body(body: tuple, bound: set, names) -> tuple:
+    out, bound = [], set(bound)
+    for s in body:
+        if isinstance(s, For):
+            out += _loop(s, bound, names)
+        else:
+            inner = bound | ({v.name for v in s.block_vars} if isinstance(s, Launch) else set())
+            out.append(with_bodies(s, lambda b, inner=inner: _body(b, inner, names)))
+        if isinstance(s, Let):
+            bound.add(s.var.name)
+    return tuple(out)
+
+
+def _loop(s: For, bound: set, names) -> list:
+    lets, sub = [], {}
+    for ld in invariant_loads(s, bound):
+        b = ld.buffer
+        if b.scope is not Scope.GLOBAL and (b.scope is Scope.VAR or b.ndim == 0):
+            continue
+        v = Var(names(""), ld.dtype)
+        lets.append(Let(v, ld, s.loc))
+        sub[ld] = v
+    if sub:
+        s = with_bodies(s, lambda b: tuple(map_exprs(t, lambda e: sub.get(e, e)) for t in b))
+    inner = bound | {s.var.name} | {x.var.name for x in lets}
+    return lets + [with_bodies(s, lambda b: _body(b, inner, names))]
+
+
+def names(func: PrimFunc) -> set[str]:
+    """The variables this pass bound in func (for the generated source's comments)."""
+    return {s.var.name for s in walk(func.body) if isinstance(s, Let)
+            and isinstance(s.value, Load) and s.var.name.startswith(_PREFIX)}
