@@ -145,3 +145,21 @@ def scale_kernel(block=1024, dtype="float32"):
             T.copy(g, G[start])
 
     return grad_scale
+
+
+@tilepy.jit
+def cast_kernel(block=1024, src="float32", dst="bfloat16"):
+    """D[start:start+block] = S[start:start+block] rounded to D's dtype (nearest even):
+    master weights to their low-precision copies."""
+    n, nb = T.symbolic("n"), T.symbolic("nb")
+
+    @T.prim_func
+    def cast_copy(S: T.Tensor((n,), src), D: T.Tensor((n,), dst),
+                  starts: T.Tensor((nb,), "int32")):
+        with T.Kernel(nb, threads=128) as bx:
+            start = starts[bx]
+            x = T.alloc_fragment((block,), dst)
+            T.copy(S[start], x)
+            T.copy(x, D[start])
+
+    return cast_copy

@@ -139,18 +139,28 @@ class Optimizer:
     def step(self, closure=None):
         """Update every parameter that has a gradient: one kernel launch per dtype."""
         loss = closure() if closure is not None else None
+        self._update(self._gather())
+        return loss
+
+    def _gather(self) -> list:
+        """Pack the gradients into the flat buffers: [(bucket, active indices)]."""
         if self._buckets is None:
             self._build()
+        plan = []
         for bucket in self._buckets:
             bucket.sync_data()
             active = [i for i, p in enumerate(bucket.params) if p.grad is not None]
-            if not active:
-                continue
-            bucket.gather_grads(active)
+            if active:
+                bucket.gather_grads(active)
+                plan.append((bucket, active))
+        return plan
+
+    def _update(self, plan: list) -> None:
+        """Advance the step counts of the active parameters and launch the update."""
+        for bucket, active in plan:
             hp = self._table(bucket, active)
             self._launch(bucket, bucket.blocks(active, active), hp)
             self.launches += 1
-        return loss
 
     def _table(self, bucket: FlatBucket, active: list[int]) -> np.ndarray:
         ct = np.float64 if bucket.dtype == np.float64 else np.float32

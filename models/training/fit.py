@@ -116,16 +116,21 @@ def _train_step(model, loss_fn, optimizer, batch, clip, where: str) -> tuple[flo
                             hint="compute the loss with tilepy.models ops (e.g. "
                                  "nn.functional.cross_entropy)")
     value = float(_array(loss))
-    if not math.isfinite(value):
+    scaler = getattr(optimizer, "scaler", None)  # a MixedPrecision optimiser
+    scaling = scaler is not None and scaler.enabled
+    if not math.isfinite(value) and not scaling:
         raise TrainingError(f"the loss is {value} {where}", user_loc(),
                             hint="lower the learning rate, clip gradients (clip_grad_norm=1.0) "
                                  "or train with a loss scaler")
-    loss.backward()
-    if clip is not None:
-        from tilepy.models.optim.clip import clip_grad_norm_
+    (optimizer.scale_loss(loss) if scaling else loss).backward()
+    if scaler is not None:
+        optimizer.step(clip_grad_norm=clip)  # unscales, skips inf/NaN steps, clips
+    else:
+        if clip is not None:
+            from tilepy.models.optim.clip import clip_grad_norm_
 
-        clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], clip)
-    optimizer.step()
+            clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], clip)
+        optimizer.step()
     return value, out
 
 

@@ -9,13 +9,15 @@ swap in: fit() only uses the PyTorch-like protocol below).
 import json
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 
+import tilepy
 import tilepy.models as tm
 from tilepy.models import Parameter, Tensor
 from tilepy.models.data import DataLoader, TensorDataset, shapes_images
-from tilepy.models.optim import SGD, AdamW, lr_scheduler
+from tilepy.models.optim import SGD, AdamW, MixedPrecision, lr_scheduler
 from tilepy.models.training import (
     CheckpointError,
     TrainingError,
@@ -30,12 +32,15 @@ from tilepy.models.training import (
 class _Loss(Tensor):
     """A scalar loss whose backward() runs the test model's hand-written gradient."""
 
-    def __init__(self, value, backward):
+    def __init__(self, value, backward, scale=1.0):
         super().__init__(np.float32(value))
-        self._backward = backward
+        self._backward, self.scale = backward, scale
+
+    def __mul__(self, s):  # loss scaling: the gradients scale with the loss
+        return _Loss(self.data * s, self._backward, self.scale * float(s))
 
     def backward(self):
-        self._backward()
+        self._backward(self.scale)
 
 
 class LinearSoftmaxTestModel:
@@ -55,7 +60,8 @@ class LinearSoftmaxTestModel:
 
     def __call__(self, x):
         x = np.asarray(x, np.float32).reshape(len(x), -1)
-        out = Tensor(x @ self.W.data + self.b.data)
+        w, b = self.W.data.astype(np.float32), self.b.data.astype(np.float32)  # bf16 too
+        out = Tensor(x @ w + b)
         out.inputs = x
         return out
 
@@ -74,10 +80,10 @@ def cross_entropy_test_loss(out, y):
     m = len(y)
     loss = -np.log(p[np.arange(m), y]).mean()
 
-    def backward():
+    def backward(scale):
         d = p.copy()
         d[np.arange(m), y] -= 1
-        d /= m
+        d *= scale / m
         model = out.model
         model.W.grad = (out.inputs.T @ d).astype(np.float32)
         model.b.grad = d.sum(axis=0).astype(np.float32)
@@ -114,6 +120,17 @@ def test_fit_trains_and_evaluates():
     assert model.training  # evaluate() restored training mode
 
 
+def test_fit_with_bf16_weights_and_float32_masters():
+    model, loader, val = _setup()
+    mp = MixedPrecision(model.parameters(), AdamW, lr=0.05, policy="bf16")
+    hist = fit(model, cross_entropy_test_loss, mp, loader, epochs=8, val_loader=val,
+               progress=False, clip_grad_norm=5.0)
+    assert model.W.data.dtype == ml_dtypes.bfloat16 and mp.scaler.skipped_steps == 0
+    assert np.mean(hist.losses[-8:]) < 0.7 * np.mean(hist.losses[:8])
+    assert hist.epochs[-1]["val_accuracy"] > 0.45
+    assert np.array_equal(model.W.data, mp.masters[0].data.astype(ml_dtypes.bfloat16))
+
+
 def _train(steps, start=None, path=None, save_at=None):
     model, loader, _ = _setup()
     opt = SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
@@ -128,11 +145,13 @@ def _train(steps, start=None, path=None, save_at=None):
     return model, hist
 
 
-def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
+@pytest.mark.parametrize("backend", ["interp", "jit"])
+def test_resume_from_a_checkpoint_is_bit_identical(tmp_path, backend):
     # 21 steps straight vs 11 (stopping mid-epoch), save, load into fresh objects, 10 more
-    ref, ref_hist = _train(21)
-    _train(11, path=tmp_path / "ck.npz")
-    resumed, hist = _train(21, start=tmp_path / "ck.npz")
+    with tilepy.backend(backend):
+        ref, ref_hist = _train(21)
+        _train(11, path=tmp_path / "ck.npz")
+        resumed, hist = _train(21, start=tmp_path / "ck.npz")
     assert np.array_equal(ref.W.data, resumed.W.data) and np.array_equal(ref.b.data,
                                                                          resumed.b.data)
     assert hist.losses == ref_hist.losses[11:]
@@ -197,7 +216,7 @@ def test_nan_loss_and_non_tensor_loss_are_errors():
     model, loader, _ = _setup()
     opt = SGD(model.parameters(), lr=0.1)
     with pytest.raises(TrainingError, match=r"the loss is nan at step 1 \(epoch 1\)"):
-        fit(model, lambda out, y: _Loss(np.nan, lambda: None), opt, loader, progress=False)
+        fit(model, lambda out, y: _Loss(np.nan, lambda s: None), opt, loader, progress=False)
     with pytest.raises(TrainingError, match="returned a float at step 1"):
         fit(model, lambda out, y: 1.0, opt, loader, progress=False)
 
