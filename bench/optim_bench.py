@@ -1,8 +1,9 @@
 """Time per optimiser step on the JIT for the parameters of a 64-256-256-10 MLP (85,002
 values in 6 arrays): the flat layout's one launch per step against one launch per
-parameter (the same kernel), plain numpy, and torch CPU when installed.
+parameter (the same kernel), bf16 weights with float32 masters and loss scaling (norm,
+update and cast launches), plain numpy, and torch CPU when installed.
 
-Run: TILEPY_QUIET=1 .venv/bin/python bench/optim_bench.py [rounds]
+Run: TILEPY_QUIET=1 OMP_WAIT_POLICY=PASSIVE .venv/bin/python bench/optim_bench.py [rounds]
 Prints the median time per step of interleaved rounds, launches per step, and ratios.
 """
 
@@ -14,7 +15,7 @@ import numpy as np
 
 import tilepy
 from tilepy.models import Parameter
-from tilepy.models.optim import SGD, AdamW
+from tilepy.models.optim import SGD, AdamW, MixedPrecision
 
 SHAPES = [(64, 256), (256,), (256, 256), (256,), (256, 10), (10,)]
 STEPS = 50
@@ -38,6 +39,13 @@ def _ours(cls, kw, per_param):
     step()  # compile / warm
     launches = sum(o.launches for o in opts)
     return step, launches
+
+
+def _mixed():
+    ps = _params()
+    mp = MixedPrecision(ps, AdamW, lr=1e-3, policy="bf16")
+    mp.step()
+    return mp.step, (mp.launches + mp.optimizer.launches)
 
 
 def _numpy_adamw():
@@ -74,6 +82,7 @@ def main(rounds: int = 7) -> None:
         "AdamW flat (tilepy)": lambda: _ours(AdamW, dict(lr=1e-3), False),
         "AdamW per-parameter launches": lambda: _ours(AdamW, dict(lr=1e-3), True),
         "AdamW numpy (6 arrays)": _numpy_adamw,
+        "AdamW bf16 + fp32 masters": _mixed,
         "SGD momentum flat (tilepy)": lambda: _ours(SGD, dict(lr=1e-3, momentum=0.9), False),
         "SGD momentum per-parameter": lambda: _ours(SGD, dict(lr=1e-3, momentum=0.9), True),
     }
