@@ -77,6 +77,15 @@ class FlatBucket:
                     hint="a backward pass must give each parameter a gradient of its shape")
             dst[...] = g
 
+    def shard(self, rank: int, world: int) -> tuple[int, int]:
+        """Elements [lo, hi) that rank `rank` of `world` owns: contiguous whole blocks,
+        the ranks' runs differing by at most one block."""
+        if not (isinstance(world, int) and world >= 1 and 0 <= rank < world):
+            raise OptimizerError(f"shard needs 0 <= rank < world; got rank {rank}, world "
+                                 f"{world}", user_loc())
+        nb = self.size // self.block
+        return nb * rank // world * self.block, nb * (rank + 1) // world * self.block
+
     def blocks(self, active: list[int], rows: list[int]) -> np.ndarray:
         """(start, row) of every block of the active parameters: the kernel's grid."""
         key = (tuple(active), tuple(rows))

@@ -136,10 +136,12 @@ class Optimizer:
             for p, view in zip(bucket.params, bucket.grad_views):
                 p.grad = view
 
-    def step(self, closure=None):
-        """Update every parameter that has a gradient: one kernel launch per dtype."""
+    def step(self, closure=None, shard: tuple[int, int] | None = None):
+        """Update every parameter that has a gradient: one kernel launch per dtype.
+        shard=(rank, world) updates only that rank's run of blocks of each flat buffer
+        (ZeRO-1: the ranks' runs together make the whole step, with the same bits)."""
         loss = closure() if closure is not None else None
-        self._update(self._gather())
+        self._update(self._gather(), shard)
         return loss
 
     def _gather(self) -> list:
@@ -155,11 +157,17 @@ class Optimizer:
                 plan.append((bucket, active))
         return plan
 
-    def _update(self, plan: list) -> None:
+    def _update(self, plan: list, shard: tuple[int, int] | None = None) -> None:
         """Advance the step counts of the active parameters and launch the update."""
         for bucket, active in plan:
             hp = self._table(bucket, active)
-            self._launch(bucket, bucket.blocks(active, active), hp)
+            blocks = bucket.blocks(active, active)
+            if shard is not None:
+                lo, hi = bucket.shard(*shard)
+                blocks = np.ascontiguousarray(blocks[(blocks[:, 0] >= lo) & (blocks[:, 0] < hi)])
+                if not len(blocks):
+                    continue
+            self._launch(bucket, blocks, hp)
             self.launches += 1
 
     def _table(self, bucket: FlatBucket, active: list[int]) -> np.ndarray:

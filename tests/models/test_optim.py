@@ -162,6 +162,29 @@ def test_parameters_become_views_of_one_flat_buffer_per_dtype():
     assert np.all(np.abs(params[0].data - 2.0) < 0.01)
 
 
+def test_sharded_steps_together_equal_the_whole_step():
+    # ZeRO-1: each of 3 ranks updates its run of blocks; the runs assemble the full update
+    shapes = [(40, 60), (60,), (1500,), (7, 3)]
+    grads = _grads(2, shapes=shapes)
+    full = _params(shapes=shapes)
+    opt = Adam(full, lr=0.01, weight_decay=0.1)
+    _run(opt, full, grads)
+    (bucket,) = opt._buckets
+    runs = []
+    for rank in range(3):
+        params = _params(shapes=shapes)
+        ropt = Adam(params, lr=0.01, weight_decay=0.1)
+        for gs in grads:
+            for p, g in zip(params, gs):
+                p.grad = g.copy()
+            ropt.step(shard=(rank, 3))
+        lo, hi = ropt._buckets[0].shard(rank, 3)
+        assert lo % opt.block == 0 and hi % opt.block == 0
+        runs.append(ropt._buckets[0].data[lo:hi])
+    assert np.array_equal(np.concatenate(runs), bucket.data)
+    assert sum(len(r) for r in runs) == bucket.size and all(len(r) for r in runs)
+
+
 def test_zero_grad_keeps_in_place_gradient_views():
     params = _params()
     opt = SGD(params, lr=1.0)

@@ -176,7 +176,7 @@ def test_save_load_round_trips_nested_state_without_pickle(tmp_path):
 
     state = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), 3: [1, 2.5, "x", None],
              "nested": {"bf16": np.array([1.5, -2], ml_dtypes.bfloat16), "t": (1, True)},
-             "scalar": np.float64(0.25)}
+             "scalar": np.float64(0.25), "rng": np.random.default_rng(7).bit_generator.state}
     tm.save(state, tmp_path / "s.npz")
     got = tm.load(tmp_path / "s.npz")
     assert got[3] == [1, 2.5, "x", None] and got["nested"]["t"] == (1, True)
@@ -185,6 +185,9 @@ def test_save_load_round_trips_nested_state_without_pickle(tmp_path):
     assert np.array_equal(got["nested"]["bf16"].view(np.uint16),
                           state["nested"]["bf16"].view(np.uint16))
     assert got["scalar"] == 0.25 and isinstance(got["scalar"], np.float64)
+    rng = np.random.default_rng()
+    rng.bit_generator.state = got["rng"]  # 128-bit integers survive the JSON tree
+    assert rng.random() == np.random.default_rng(7).random()
     assert os.listdir(tmp_path) == ["s.npz"]  # no temporary file is left behind
 
 
