@@ -18,8 +18,10 @@ DTYPES = ("float32", "float64", "bfloat16", "float16")
 class FlatBucket:
     """The flat buffers of the parameters of one dtype (`names` of the state buffers)."""
 
-    def __init__(self, params: list, block: int, names: tuple[str, ...]):
+    def __init__(self, params: list, block: int, names: tuple[str, ...], labels=None):
         self.params, self.block = params, block
+        # each parameter's index in the optimiser's parameter list, for messages
+        self.labels = list(labels) if labels is not None else list(range(len(params)))
         self.dtype = params[0].data.dtype
         self.offsets, off = [], 0
         for p in params:
@@ -56,7 +58,7 @@ class FlatBucket:
                 value = np.asarray(p.data)
                 if value.shape != self.views[i].shape:
                     raise OptimizerError(
-                        f"parameter {i} of dtype {self.dtype} changed shape from "
+                        f"parameter {self.labels[i]} changed shape from "
                         f"{self.views[i].shape} to {value.shape} after the optimiser was made",
                         user_loc(), hint="make a new optimiser after changing the model")
                 self.views[i][...] = value
@@ -72,7 +74,8 @@ class FlatBucket:
             g = np.asarray(p.grad)
             if g.shape != dst.shape:
                 raise OptimizerError(
-                    f"gradient of parameter {i} has shape {g.shape}; expected {dst.shape} "
+                    f"gradient of parameter {self.labels[i]} has shape {g.shape}; expected "
+                    f"{dst.shape} "
                     "(the parameter's shape)", user_loc(),
                     hint="a backward pass must give each parameter a gradient of its shape")
             dst[...] = g

@@ -93,12 +93,13 @@ class Optimizer:
         group_of = {}
         for gi, g in enumerate(self.param_groups):
             for p in g["params"]:
-                by_dtype.setdefault(dtype_name(p, len(group_of)), []).append(p)
+                by_dtype.setdefault(dtype_name(p, len(group_of)), []).append((len(group_of), p))
                 group_of[id(p)] = gi
         old = {k: dict(v) for k, v in dict.items(self.state)}
         self._buckets, self._group_of = [], group_of
-        for params in by_dtype.values():
-            bucket = FlatBucket(params, self.block, ())
+        for pairs in by_dtype.values():
+            params = [p for _, p in pairs]
+            bucket = FlatBucket(params, self.block, (), labels=[k for k, _ in pairs])
             self._buckets.append(bucket)
             for i, p in enumerate(params):
                 self.state.set(p, self._attach(bucket, i, old.get(id(p), {})))

@@ -155,6 +155,7 @@ def fit(model, loss_fn, optimizer, train_loader, epochs: int = 1, val_loader=Non
         total = len(train_loader) if hasattr(train_loader, "__len__") else None
         bar = _bar(progress, total, f"epoch {epoch + 1}/{epochs}")
         t0, losses, sums, seen = time.perf_counter(), [], dict.fromkeys(names, 0.0), 0
+        stopped = False
         for batch in train_loader:
             value, out = _train_step(model, loss_fn, optimizer, batch, clip_grad_norm,
                                      f"at step {step + 1} (epoch {epoch + 1})")
@@ -175,10 +176,11 @@ def fit(model, loss_fn, optimizer, train_loader, epochs: int = 1, val_loader=Non
                 save_checkpoint(checkpoint_path, model, optimizer, scheduler,
                                 _stateful(train_loader), step)
             if max_steps is not None and step >= max_steps:
+                stopped = True
                 break
         if bar is not None:
             bar.close()
-        done = getattr(train_loader, "epoch", local_epoch + 1) > epoch
+        done = (train_loader.epoch > epoch if hasattr(train_loader, "epoch") else not stopped)
         local_epoch += 1
         if not done:
             break  # stopped mid-epoch at max_steps

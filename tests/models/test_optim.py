@@ -246,6 +246,12 @@ def test_a_gradient_of_the_wrong_shape_is_named():
     params[1].grad = np.zeros(7, np.float32)
     with pytest.raises(OptimizerError, match=r"parameter 1 has shape \(7,\); expected \(5,\)"):
         opt.step()
+    # the index is the parameter's place in the optimiser's list, whatever its dtype
+    mixed = [Parameter(np.zeros(2)), Parameter(np.zeros(3, np.float32))]
+    opt = SGD(mixed, lr=0.1)
+    mixed[0].grad, mixed[1].grad = np.zeros(2), np.zeros(4, np.float32)
+    with pytest.raises(OptimizerError, match=r"parameter 1 has shape \(4,\); expected \(3,\)"):
+        opt.step()
 
 
 # ------------------------------------------------------------------ clipping

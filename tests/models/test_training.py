@@ -242,3 +242,12 @@ def test_logs_checkpoints_progress_and_plot(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     plot_history(hist, tmp_path / "loss.png")
     assert (tmp_path / "loss.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_fit_over_a_plain_list_of_batches_counts_epochs_itself():
+    model, loader, _ = _setup()
+    batches = list(loader)[:2]
+    hist = fit(model, cross_entropy_test_loss, SGD(model.parameters(), lr=0.1), batches,
+               epochs=5, max_steps=3, progress=False)
+    assert [s["epoch"] for s in hist.steps] == [1, 1, 2]
+    assert [e["epoch"] for e in hist.epochs] == [1]  # the second pass stopped midway
