@@ -192,7 +192,7 @@ def _plain_array(who: str, arr, loc: Loc) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def _int_max(dtype: np.dtype) -> int:
-    return int(np.iinfo(dtype).max)  # np.iinfo costs ~20 us: once per dtype, not per call
+    return int(np.iinfo(dtype).max)  # np.iinfo is slow: once per dtype, not per call (perf-log)
 
 
 def _check_fits(who: str, size: Var, dim: int, got: int, loc: Loc) -> None:

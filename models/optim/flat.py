@@ -16,9 +16,10 @@ DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 
 class FlatBucket:
-    """The flat buffers of the parameters of one dtype (`names` of the state buffers)."""
+    """The flat buffers (data, grad, optimiser state by name) of the parameters of one
+    dtype."""
 
-    def __init__(self, params: list, block: int, names: tuple[str, ...], labels=None):
+    def __init__(self, params: list, block: int, labels=None):
         self.params, self.block = params, block
         # each parameter's index in the optimiser's parameter list, for messages
         self.labels = list(labels) if labels is not None else list(range(len(params)))
@@ -30,7 +31,7 @@ class FlatBucket:
         self.size = off
         self.data = np.zeros(off, self.dtype)
         self.grad = np.zeros(off, self.dtype)
-        self.state = {name: np.zeros(off, self.dtype) for name in names}
+        self.state: dict[str, np.ndarray] = {}  # made on first use by buffer()
         self.views, self.grad_views = [], []
         for p, o in zip(params, self.offsets):
             view = self.data[o:o + p.data.size].reshape(p.data.shape)

@@ -53,7 +53,7 @@ class MixedPrecision:
             p.data = np.asarray(p.data).astype(self.dtype)
         self.optimizer = optimizer_cls(self.masters, **optimizer_kwargs)
         self.scaler = loss_scaler if loss_scaler is not None else DynamicLossScaler()
-        self.copies = FlatBucket(self.params, self.optimizer.block, ())
+        self.copies = FlatBucket(self.params, self.optimizer.block)
         self.launches = 0  # reduction and cast launches (the optimiser counts its own)
         self.last_norm = math.nan
 

@@ -99,7 +99,7 @@ class Optimizer:
         self._buckets, self._group_of = [], group_of
         for pairs in by_dtype.values():
             params = [p for _, p in pairs]
-            bucket = FlatBucket(params, self.block, (), labels=[k for k, _ in pairs])
+            bucket = FlatBucket(params, self.block, labels=[k for k, _ in pairs])
             self._buckets.append(bucket)
             for i, p in enumerate(params):
                 self.state.set(p, self._attach(bucket, i, old.get(id(p), {})))
