@@ -218,6 +218,22 @@ def test_state_dict_resume_is_bit_identical(cls, kw):
     assert all(np.array_equal(a.data, b.data) for a, b in zip(resumed, ref))
 
 
+def test_a_group_added_later_keeps_the_state_of_the_first():
+    grads = _grads(3)
+    ref = _params()
+    _run(Adam(ref, lr=0.05), ref, grads)
+    params = _params()
+    opt = Adam(params[:2], lr=0.05)
+    _run(opt, params[:2], [g[:2] for g in grads[:1]])
+    opt.add_param_group({"params": params[2:]})  # rebuilds the flat buffers
+    for gs in grads[1:]:
+        for p, g in zip(params, gs):
+            p.grad = g.copy()
+        opt.step()
+    assert np.array_equal(params[0].data, ref[0].data)  # its moments were carried over
+    assert [opt.state[p]["step"] for p in params] == [3, 3, 2]
+
+
 def test_load_state_dict_of_another_model_is_refused():
     opt = Adam(_params())
     other = Adam(_params(shapes=[(2,)]))

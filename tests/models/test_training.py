@@ -27,6 +27,7 @@ from tilepy.models.training import (
     plot_history,
     save_checkpoint,
 )
+from tilepy.precision.scaling import DynamicLossScaler
 
 
 class _Loss(Tensor):
@@ -131,9 +132,11 @@ def test_fit_with_bf16_weights_and_float32_masters():
     assert np.array_equal(model.W.data, mp.masters[0].data.astype(ml_dtypes.bfloat16))
 
 
-def _train(steps, start=None, path=None, save_at=None):
+def _train(steps, start=None, path=None, mixed=False):
     model, loader, _ = _setup()
-    opt = SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    opt = (MixedPrecision(model.parameters(), AdamW, lr=0.05, loss_scaler=DynamicLossScaler(
+        growth_interval=4)) if mixed else SGD(model.parameters(), lr=0.1, momentum=0.9,
+                                                nesterov=True))
     sched = lr_scheduler.warmup_cosine(opt, 5, 30)
     step = 0
     if start is not None:
@@ -145,13 +148,14 @@ def _train(steps, start=None, path=None, save_at=None):
     return model, hist
 
 
-@pytest.mark.parametrize("backend", ["interp", "jit"])
-def test_resume_from_a_checkpoint_is_bit_identical(tmp_path, backend):
-    # 21 steps straight vs 11 (stopping mid-epoch), save, load into fresh objects, 10 more
+@pytest.mark.parametrize("backend,mixed", [("interp", False), ("jit", False), ("interp", True)])
+def test_resume_from_a_checkpoint_is_bit_identical(tmp_path, backend, mixed):
+    # 21 steps straight vs 11 (stopping mid-epoch), save, load into fresh objects, 10 more;
+    # mixed: bf16 weights, float32 masters, a loss scale that grows every 4 clean steps
     with tilepy.backend(backend):
-        ref, ref_hist = _train(21)
-        _train(11, path=tmp_path / "ck.npz")
-        resumed, hist = _train(21, start=tmp_path / "ck.npz")
+        ref, ref_hist = _train(21, mixed=mixed)
+        _train(11, path=tmp_path / "ck.npz", mixed=mixed)
+        resumed, hist = _train(21, start=tmp_path / "ck.npz", mixed=mixed)
     assert np.array_equal(ref.W.data, resumed.W.data) and np.array_equal(ref.b.data,
                                                                          resumed.b.data)
     assert hist.losses == ref_hist.losses[11:]
