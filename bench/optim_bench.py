@@ -16,6 +16,7 @@ import numpy as np
 import tilepy
 from tilepy.models import Parameter
 from tilepy.models.optim import SGD, AdamW, MixedPrecision
+from tilepy.models.optim.kernels import adam_kernel
 
 SHAPES = [(64, 256), (256,), (256, 256), (256,), (256, 10), (10,)]
 STEPS = 50
@@ -39,6 +40,19 @@ def _ours(cls, kw, per_param):
     step()  # compile / warm
     launches = sum(o.launches for o in opts)
     return step, launches
+
+
+def _kernel_only():
+    """The flat AdamW step's kernel call alone (tilepy's argument checks included)."""
+    ps = _params()
+    opt = AdamW(ps, lr=1e-3)
+    opt.step()
+    (b,) = opt._buckets
+    active = list(range(len(ps)))
+    args = (b.data, b.grad, b.state["exp_avg"], b.state["exp_avg_sq"],
+            b.blocks(active, active), opt._table(b, active))
+    kernel = adam_kernel(block=b.block, dtype="float32")
+    return (lambda: kernel(*args)), 1
 
 
 def _mixed():
@@ -80,6 +94,7 @@ def _torch(name):
 def main(rounds: int = 7) -> None:
     cases = {
         "AdamW flat (tilepy)": lambda: _ours(AdamW, dict(lr=1e-3), False),
+        "AdamW flat: kernel call only": _kernel_only,
         "AdamW per-parameter launches": lambda: _ours(AdamW, dict(lr=1e-3), True),
         "AdamW numpy (6 arrays)": _numpy_adamw,
         "AdamW bf16 + fp32 masters": _mixed,
