@@ -215,28 +215,31 @@ class Optimizer:
         if self._buckets is None:
             self._build()
         params = self._all_params()
+        states = [state_dict["state"].get(k, state_dict["state"].get(str(k)))
+                  for k in range(len(params))]
+        for k, (p, saved) in enumerate(zip(params, states)):  # check all before changing any
+            for name, value in (saved or {}).items():
+                if name != "step" and value is not None and np.shape(value) != p.data.shape:
+                    raise OptimizerError(
+                        f"optimizer state '{name}' of parameter {k} has shape "
+                        f"{np.shape(value)}; the parameter has {p.data.shape}", user_loc(),
+                        hint="load the state of an optimiser made for the same model")
         for g, saved in zip(self.param_groups, groups):
             g.update({k: v for k, v in saved.items() if k != "params"})
-        for k, p in enumerate(params):
-            self._load_param(p, k, state_dict["state"].get(k, state_dict["state"].get(str(k))))
+        for p, saved in zip(params, states):
+            self._load_param(p, saved)
 
-    def _load_param(self, p, k: int, saved) -> None:
+    def _load_param(self, p, saved) -> None:
+        """Parameter p's state from `saved` (None: no state, as before its first step)."""
         st = self.state[p]
         for name in [n for n in st if n != "step"]:
             st[name][...] = 0
-        st["step"] = 0
+            del st[name]  # a buffer is absent until used (SGD's first momentum step)
+        st["step"] = int(saved["step"]) if saved else 0
         if not saved:
             return
-        st["step"] = int(saved["step"])
         bucket = next(b for b in self._buckets if any(q is p for q in b.params))
         i = next(j for j, q in enumerate(bucket.params) if q is p)
         for name, value in saved.items():
-            if name == "step" or value is None:
-                continue
-            view = self._state_view(bucket, i, name)
-            value = np.asarray(value)
-            if value.shape != view.shape:
-                raise OptimizerError(f"optimizer state '{name}' of parameter {k} has shape "
-                                     f"{value.shape}; the parameter has {view.shape}",
-                                     user_loc(), hint="load the state of the same model")
-            view[...] = value
+            if name != "step" and value is not None:
+                self._state_view(bucket, i, name)[...] = np.asarray(value)

@@ -239,6 +239,25 @@ def test_load_state_dict_of_another_model_is_refused():
     other = Adam(_params(shapes=[(2,)]))
     with pytest.raises(OptimizerError, match=r"groups have \[1\] parameters.*\[3\]"):
         opt.load_state_dict(other.state_dict())
+    params = _params(shapes=[(3, 5), (5,), (9,)])  # same count, one shape differs
+    other = Adam(params, lr=0.5)
+    _run(other, params, _grads(1, shapes=[(3, 5), (5,), (9,)]))
+    with pytest.raises(OptimizerError, match=r"'exp_avg' of parameter 2 has shape \(9,\); the "
+                                             r"parameter has \(1100,\)"):
+        opt.load_state_dict(other.state_dict())
+    assert opt.param_groups[0]["lr"] == 1e-3  # nothing was changed
+
+
+def test_loading_a_state_before_any_step_restarts_momentum():
+    params, grads = _params(), _grads(3)
+    opt = SGD(params, lr=0.1, momentum=0.9, dampening=0.5)
+    fresh_state = opt.state_dict()
+    _run(opt, params, grads[:2])
+    opt.load_state_dict(fresh_state)  # no momentum buffers: the next step starts them
+    start = [p.data.copy() for p in params]
+    _run(opt, params, grads[2:])
+    for k, p in enumerate(params):
+        _close(p.data, ref_sgd(start[k], [grads[2][k]], 0.1, 0.9, 0.5), 1, 0.1)
 
 
 @pytest.mark.parametrize("make,msg", [
