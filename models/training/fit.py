@@ -144,72 +144,105 @@ def fit(model, loss_fn, optimizer, train_loader, epochs: int = 1, val_loader=Non
     epoch) or `max_steps` steps; evaluate on val_loader after each epoch. Checkpoints go to
     checkpoint_path every `checkpoint_every` steps (else after each epoch); the log (.csv or
     .json) is rewritten after each epoch. Returns the History."""
-    history = history if history is not None else History()
-    step, local_epoch = start_step, 0
-    names = [_name(m) for m in metrics]
+    if scheduler_interval not in ("step", "epoch"):
+        raise TrainingError(f"scheduler_interval must be 'step' or 'epoch'; got "
+                            f"{scheduler_interval!r}", user_loc())
+    run = _Run(model, loss_fn, optimizer, train_loader, scheduler, scheduler_interval,
+               clip_grad_norm, list(metrics), max_steps, checkpoint_path, checkpoint_every,
+               history if history is not None else History(), start_step)
+    local_epoch = 0
     while True:
         epoch = getattr(train_loader, "epoch", local_epoch)
-        if epoch >= epochs or (max_steps is not None and step >= max_steps):
+        if epoch >= epochs or (max_steps is not None and run.step >= max_steps):
             break
-        _set_mode(model, True)
-        total = len(train_loader) if hasattr(train_loader, "__len__") else None
-        bar = _bar(progress, total, f"epoch {epoch + 1}/{epochs}")
-        t0, losses, sums, seen = time.perf_counter(), [], dict.fromkeys(names, 0.0), 0
-        stopped = False
-        for batch in train_loader:
-            value, out = _train_step(model, loss_fn, optimizer, batch, clip_grad_norm,
-                                     f"at step {step + 1} (epoch {epoch + 1})")
-            lr = optimizer.param_groups[0]["lr"]
-            if scheduler is not None and scheduler_interval == "step":
-                scheduler.step()
-            step += 1
-            k = len(_array(batch[1]))
-            for m, n in zip(metrics, names):
-                sums[n] += _metric(m)(out, batch[1]) * k
-            seen += k
-            losses.append(value)
-            history.steps.append({"step": step, "epoch": epoch + 1, "loss": value, "lr": lr})
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{value:.4f}", lr=f"{lr:.3g}")
-            if checkpoint_path and checkpoint_every and step % checkpoint_every == 0:
-                save_checkpoint(checkpoint_path, model, optimizer, scheduler,
-                                _stateful(train_loader), step)
-            if max_steps is not None and step >= max_steps:
-                stopped = True
-                break
-        if bar is not None:
-            bar.close()
-        done = (train_loader.epoch > epoch if hasattr(train_loader, "epoch") else not stopped)
+        bar = _bar(progress, len(train_loader) if hasattr(train_loader, "__len__") else None,
+                   f"epoch {epoch + 1}/{epochs}")
+        t0 = time.perf_counter()
+        stats, stopped = run.epoch(epoch, bar)
         local_epoch += 1
-        if not done:
+        if train_loader.epoch <= epoch if hasattr(train_loader, "epoch") else stopped:
             break  # stopped mid-epoch at max_steps
-        _end_epoch(model, loss_fn, optimizer, scheduler, scheduler_interval, train_loader,
-                   val_loader, metrics, history, epoch, losses, sums, seen, t0, progress)
+        if scheduler is not None and scheduler_interval == "epoch":
+            scheduler.step()
+        _summary(run, val_loader, epoch, stats, t0, progress)
         if log_path:
-            write_log(log_path, history)
+            write_log(log_path, run.history)
         if checkpoint_path and not checkpoint_every:
-            save_checkpoint(checkpoint_path, model, optimizer, scheduler,
-                            _stateful(train_loader), step)
-    return history
+            run.save()
+    return run.history
 
 
-def _stateful(loader):
-    return loader if hasattr(loader, "state_dict") else None
+@dataclass
+class _Run:
+    """One fit() call's objects and counters."""
+
+    model: object
+    loss_fn: object
+    optimizer: object
+    loader: object
+    scheduler: object
+    interval: str
+    clip: float | None
+    metrics: list
+    max_steps: int | None
+    checkpoint_path: object
+    checkpoint_every: int | None
+    history: History
+    step: int
+
+    def epoch(self, epoch: int, bar) -> tuple[dict, bool]:
+        """Train over the loader's (remaining) batches: ({'losses', metric sums, 'seen'},
+        whether max_steps stopped it)."""
+        _set_mode(self.model, True)
+        stats = {"losses": [], "seen": 0, **{_name(m): 0.0 for m in self.metrics}}
+        try:
+            for batch in self.loader:
+                value, out = _train_step(self.model, self.loss_fn, self.optimizer, batch,
+                                         self.clip, f"at step {self.step + 1} (epoch "
+                                                    f"{epoch + 1})")
+                self._record(epoch, batch, value, out, stats, bar)
+                if self.max_steps is not None and self.step >= self.max_steps:
+                    return stats, True
+        finally:
+            if bar is not None:
+                bar.close()
+        return stats, False
+
+    def _record(self, epoch, batch, value, out, stats, bar) -> None:
+        lr = self.optimizer.param_groups[0]["lr"]
+        if self.scheduler is not None and self.interval == "step":
+            self.scheduler.step()
+        self.step += 1
+        k = len(_array(batch[1]))
+        for m in self.metrics:
+            stats[_name(m)] += _metric(m)(out, batch[1]) * k
+        stats["seen"] += k
+        stats["losses"].append(value)
+        self.history.steps.append({"step": self.step, "epoch": epoch + 1, "loss": value,
+                                   "lr": lr})
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{value:.4f}", lr=f"{lr:.3g}")
+        if self.checkpoint_path and self.checkpoint_every and \
+                self.step % self.checkpoint_every == 0:
+            self.save()
+
+    def save(self) -> None:
+        loader = self.loader if hasattr(self.loader, "state_dict") else None
+        save_checkpoint(self.checkpoint_path, self.model, self.optimizer, self.scheduler,
+                        loader, self.step)
 
 
-def _end_epoch(model, loss_fn, optimizer, scheduler, interval, train_loader, val_loader,
-               metrics, history, epoch, losses, sums, seen, t0, progress) -> None:
-    if scheduler is not None and interval == "epoch":
-        scheduler.step()
+def _summary(run: _Run, val_loader, epoch: int, stats: dict, t0: float, progress: bool):
+    """Record (and with progress, print) the epoch's training and validation figures."""
+    losses, seen = stats["losses"], max(stats["seen"], 1)
     rec = {"epoch": epoch + 1, "train_loss": float(np.mean(losses)) if losses else math.nan}
-    rec.update({f"train_{n}": s / max(seen, 1) for n, s in sums.items()})
+    rec.update({f"train_{_name(m)}": stats[_name(m)] / seen for m in run.metrics})
     if val_loader is not None:
-        rec.update({f"val_{k}": v for k, v in evaluate(model, loss_fn, val_loader,
-                                                         metrics).items()})
+        rec.update({f"val_{k}": v for k, v in evaluate(run.model, run.loss_fn, val_loader,
+                                                         run.metrics).items()})
     rec["seconds"] = time.perf_counter() - t0
-    history.epochs.append(rec)
+    run.history.epochs.append(rec)
     if progress:
-        text = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                         for k, v in rec.items())
-        print(text, file=sys.stderr)
+        print("  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                        for k, v in rec.items()), file=sys.stderr)

@@ -255,3 +255,15 @@ def test_fit_over_a_plain_list_of_batches_counts_epochs_itself():
                epochs=5, max_steps=3, progress=False)
     assert [s["epoch"] for s in hist.steps] == [1, 1, 2]
     assert [e["epoch"] for e in hist.epochs] == [1]  # the second pass stopped midway
+
+
+def test_a_schedule_stepped_per_epoch():
+    model, loader, _ = _setup()
+    opt = SGD(model.parameters(), lr=0.1)
+    sched = lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    hist = fit(model, cross_entropy_test_loss, opt, loader, epochs=2, progress=False,
+               scheduler=sched, scheduler_interval="epoch")
+    assert {s["lr"] for s in hist.steps if s["epoch"] == 1} == {0.1}
+    assert {s["lr"] for s in hist.steps if s["epoch"] == 2} == {0.05}
+    with pytest.raises(TrainingError, match="scheduler_interval must be 'step' or 'epoch'"):
+        fit(model, cross_entropy_test_loss, opt, loader, scheduler_interval="batch")
