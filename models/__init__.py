@@ -5,3 +5,9 @@ every op is a tilepy kernel (being built; see docs/models.md once it exists).
 from tilepy.models.tensor import Parameter, Tensor
 
 __all__ = ["Parameter", "Tensor"]
+
+# training side (optimisers, data, fit, checkpoints): tilepy.models.optim / data / training
+from tilepy.models import data, optim, training  # noqa: E402
+from tilepy.models.training import fit, load, save  # noqa: E402
+
+__all__ += ["data", "fit", "load", "optim", "save", "training"]

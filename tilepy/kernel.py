@@ -8,6 +8,7 @@ outputs, runs the active backend, and returns the outputs. It decides no semanti
 from __future__ import annotations
 
 import ast
+import functools
 import html
 import inspect
 import sys
@@ -199,9 +200,14 @@ def _plain_array(who: str, arr, loc: Loc) -> np.ndarray:
     return arr if type(arr) is np.ndarray else arr.view(np.ndarray)
 
 
+@functools.lru_cache(maxsize=None)
+def _int_max(dtype: np.dtype) -> int:
+    return int(np.iinfo(dtype).max)  # np.iinfo is slow: once per dtype, not per call (perf-log)
+
+
 def _check_fits(who: str, size: Var, dim: int, got: int, loc: Loc) -> None:
     """A dimension must fit the integer type of the size it binds (int32 by default)."""
-    hi = int(np.iinfo(size.dtype.np_dtype).max)
+    hi = _int_max(size.dtype.np_dtype)
     if got > hi:
         raise ArgumentError(
             f"{who} has {got} elements in dimension {dim}, more than the size {size.name} "
