@@ -1,0 +1,177 @@
+"""The statistical tier: is the output's error the error the configured model makes?
+
+Three tests, each returning its numbers: (1) model fit: on a sub-grid, the output's
+distance to each candidate model's order-free result, in units of that model's own order
+noise (the spread between two implementations of it, floored at half an output ulp);
+(2) mean bias of the output against the configured model, signed and sign-weighted;
+(3) groups: rows, columns and tiles whose squared normalised error stands out from the
+median group. Probabilistic: unlike bounds.py, a correct output may fail here, rarely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tilepy.validation.models import ulp
+
+FIT_OK = 4.0        # a model fits when the output's rms deviation is <= 4x its noise
+LL_GAP = 25.0       # ... and no other model is e^25 times likelier (total log-likelihood)
+BIAS_Z = 6.0        # a bias must be this many standard errors from zero,
+BIAS_MIN = 0.5      # at least half the model's noise,
+BIAS_SHARE = 0.8    # and most of the error (a constant shift is ~100% of it)
+GROUP_FACTOR = 4.0  # a group stands out at 4x the median group,
+GROUP_Z2 = 64.0     # and its rms error at 8x the model's noise,
+GROUP_SHIFT = 3.0   # or its sign-weighted mean error at 3x the model's noise
+SAMPLE = 4096       # sub-grid elements for the model fits
+WORK = 2 ** 23      # sub-grid elements x depth the fits may spend
+
+
+@dataclass
+class Fit:
+    name: str
+    ratio: float      # rms of (output - model) / the model's noise, per element
+    loglik: float     # mean Gaussian log-likelihood per element
+    spread: float     # the model's order noise, relative to the sound bound (rms)
+    consistent: bool = True
+    why: str = ""
+
+
+@dataclass
+class Stats:
+    passed: bool
+    fits: list = field(default_factory=list)
+    chosen: str = ""
+    summary: str = ""
+    bias: dict = field(default_factory=dict)
+    groups: list = field(default_factory=list)   # (kind, index, value, threshold, what)
+    evidence: list = field(default_factory=list)
+
+
+def sample(view, depth: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Evenly spaced rows and columns of the 2-D view: a sub-grid of <= SAMPLE elements
+    whose simulation costs <= WORK element-steps."""
+    r, c = view
+    n = max(16, min(SAMPLE, WORK // max(depth, 1)))
+    nc = min(c, max(1, int(np.sqrt(n))) if r > 1 else n)
+    nr = min(r, max(1, n // nc))
+    return (np.unique(np.linspace(0, r - 1, nr).astype(int)),
+            np.unique(np.linspace(0, c - 1, nc).astype(int)))
+
+
+def fit_models(out2d, exact2d, bound2d, cands: dict, rows, cols, dtype) -> tuple[list, dict]:
+    """A `Fit` per candidate. Each model's per-element noise: sigma^2 = k^2 w^2 + ulp^2/12,
+    w the sound bound (it scales like the element's sum |a||b|), k^2 the mean of
+    ((impl - ideal) / w)^2, the spread of two implementations of the model (two orders),
+    ulp^2/12 the output rounding. z = (output - ideal) / sigma."""
+    ix = np.ix_(rows, cols)
+    o, w0, ex = out2d[ix], bound2d[ix], exact2d[ix]
+    fits, keep = [], {}
+    for name, cand in cands.items():
+        ideal, impl = cand(rows, cols)
+        r2 = ulp(ideal, dtype) ** 2 / 12
+        w = np.where(w0 > 0, w0, np.sqrt(r2))
+        ok = np.isfinite(o) & np.isfinite(ideal) & np.isfinite(impl) & np.isfinite(w)
+        if not ok.any():
+            continue
+        k2 = float(np.mean(((impl - ideal)[ok] / w[ok]) ** 2))
+        var = k2 * w ** 2 + r2
+        z = (o - ideal) / np.sqrt(var)
+        t = float(np.mean(z[ok] ** 2))
+        ll = float(np.mean(-0.5 * z[ok] ** 2 - 0.5 * np.log(var[ok])))
+        fits.append(Fit(name, float(np.sqrt(t)), ll, float(np.sqrt(k2))))
+        dev2 = float(np.mean(((ideal - ex)[ok] / w[ok]) ** 2))
+        keep[name] = (ideal, var, ok, max(k2, dev2), int(ok.sum()))
+    best = max((f.loglik for f in fits), default=0.0)
+    for f in fits:
+        n = keep[f.name][4]
+        if f.ratio > FIT_OK:
+            f.consistent, f.why = False, f"its deviation is {f.ratio:.3g}x its noise"
+        elif n * (best - f.loglik) > LL_GAP:
+            f.consistent = False
+            f.why = f"another model is e^{n * (best - f.loglik):.3g} times likelier"
+    return fits, keep
+
+
+def bias_test(z: np.ndarray, sgn: np.ndarray) -> dict:
+    """Signed and sign-weighted mean of z = (output - model) / sigma on the sub-grid."""
+    res = {"n": int(z.size), "rms": float(np.sqrt(np.mean(z * z))) if z.size else 0.0}
+    for key, v in (("mean", z), ("sign_mean", z * sgn)):
+        m = float(v.mean()) if v.size else 0.0
+        se = float(v.std() / np.sqrt(v.size)) if v.size > 1 else np.inf
+        t = m / se if se > 0 else (0.0 if m == 0 else np.inf)
+        res[key], res[key + "_z"] = m, t
+        res[key + "_flagged"] = bool(abs(t) > BIAS_Z and abs(m) > BIAS_MIN
+                                     and abs(m) > BIAS_SHARE * res["rms"])
+    res["flagged"] = res["mean_flagged"] or res["sign_mean_flagged"]
+    return res
+
+
+def _groups(a: np.ndarray, tile: tuple) -> list:
+    """(kind, per-group mean, group size, index function) for rows, columns and tiles."""
+    r, c = a.shape
+    th, tw = min(tile[0], r), min(tile[1], c)
+    tr, tc = r // th, c // tw
+    out = [("row", np.nanmean(a, 1), c, int), ("column", np.nanmean(a, 0), r, int)]
+    if tr * tc >= 4:
+        t = a[:tr * th, :tc * tw].reshape(tr, th, tc, tw)
+        out.append(("tile", np.nanmean(t, (1, 3)).ravel(), th * tw,
+                    lambda i: (int(i) // tc, int(i) % tc)))
+    return out
+
+
+def group_test(z: np.ndarray, sgn: np.ndarray, tile: tuple) -> list:
+    """Rows, columns and tiles that stand out: mean z^2 above GROUP_FACTOR x the median
+    group's and GROUP_Z2, or a sign-weighted mean z above GROUP_FACTOR x the median's and
+    GROUP_SHIFT, both 8 pooled standard errors clear (rows of row-normalised ops share an
+    error, so single groups may drift a few noise units)."""
+    flagged = []
+    z2, zs = z * z, z * sgn
+    for stat, floor, use_abs in ((z2, GROUP_Z2, False), (zs, GROUP_SHIFT, True)):
+        sd = float(np.nanstd(stat))
+        for kind, q, n, index in _groups(stat, tile):
+            if q.size < 4:
+                continue
+            q = np.abs(q) if use_abs else q
+            thr = max(GROUP_FACTOR * float(np.nanmedian(q)), floor) + 8 * sd / np.sqrt(n)
+            label = "mean z^2" if not use_abs else "sign-weighted mean z"
+            for i in np.flatnonzero(q > thr)[:8]:
+                flagged.append((kind, index(i), float(q[i]), thr, label))
+    return flagged
+
+
+def run(out2d, exact2d, bound2d, prep, dtype, tile, depth) -> Stats:
+    rows, cols = sample(prep.view, depth)
+    fits, keep = fit_models(out2d, exact2d, bound2d, prep.candidates, rows, cols, dtype)
+    st = Stats(passed=True, fits=fits, chosen=prep.chosen)
+    chosen = [f for f in fits if f.name == prep.chosen or f.name.startswith(prep.chosen + " ")]
+    good = [f.name for f in fits if f.consistent]
+    bad = [f.name for f in fits if not f.consistent]
+    if fits:
+        st.summary = (f"consistent with {', '.join(good) or 'no candidate'}"
+                      + (f", not with {', '.join(bad)}" if bad else ""))
+        st.evidence += [f"model {f.name}: deviation {f.ratio:.3g}x its noise (noise "
+                        f"{f.spread:.3g} of the bound), log-likelihood {f.loglik:.4g}: "
+                        + ("fits" if f.consistent else f"does not fit: {f.why}") for f in fits]
+    if chosen and not any(f.consistent for f in chosen):
+        st.passed = False
+    ref = max(chosen or fits, key=lambda f: f.loglik) if fits else None
+    k2 = 0.0
+    if ref is not None:
+        ideal, var, ok, k2, _ = keep[ref.name]
+        z = ((out2d[np.ix_(rows, cols)] - ideal) / np.sqrt(var))[ok]
+        st.bias = b = bias_test(z, np.sign(ideal[ok]))
+        st.evidence.append(f"bias vs {ref.name}: mean {b['mean']:+.3g} (t {b['mean_z']:+.3g}), "
+                           f"sign-weighted {b['sign_mean']:+.3g} (t {b['sign_mean_z']:+.3g}), "
+                           f"rms {b['rms']:.3g}, in noise units over {b['n']} elements")
+        st.passed &= not b["flagged"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = k2 * bound2d ** 2 + ulp(exact2d, dtype) ** 2 / 12
+        z2 = (out2d - exact2d) ** 2 / var
+    z = np.sqrt(np.where(np.isfinite(z2), z2, np.nan)) * np.sign(out2d - exact2d)
+    st.groups = group_test(z, np.sign(exact2d), tile)
+    for kind, idx, q, thr, label in st.groups:
+        st.evidence.append(f"{kind} {idx}: {label} {q:.3g} > {thr:.3g}")
+    st.passed &= not st.groups
+    return st
