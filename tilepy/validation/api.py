@@ -28,6 +28,24 @@ DEPTH_ROLE = {"gemm": ("a", -1), "scaled_gemm": ("a", -1), "attention": ("k", -2
 
 
 @api_boundary
+def prepare(op, inputs, output_dtype, **config):
+    """A function output -> Report for many outputs of one op on the same inputs (the
+    reference, bounds and model simulations are computed once)."""
+    tile = tuple(config.pop("tile", None) or (16, 16))
+    name = ALIASES.get(op, op)
+    if name not in OPS:
+        raise ConfigError(f"unknown op {op!r}", f"known ops: {', '.join(sorted(OPS))}")
+    spec = OPS[name]
+    inp = _bind(spec, inputs, config)
+    config["output"] = get_format(output_dtype).name
+    num = parse(config, spec.defaults(inp))
+    prep = spec.prepare(inp, num)
+    depth = _depth(name, inp)
+    return lambda output: _check(name, num, _output(output, config["output"])[0], prep, tile,
+                                 depth)
+
+
+@api_boundary
 def validate(output, op, inputs, **config) -> Report:
     """Check a backend's `output` of `op` on `inputs` against tilepy's derived bounds.
 

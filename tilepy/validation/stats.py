@@ -23,7 +23,8 @@ BIAS_MIN = 0.5      # at least half the model's noise,
 BIAS_SHARE = 0.8    # and most of the error (a constant shift is ~100% of it)
 GROUP_FACTOR = 4.0  # a group stands out at 4x the median group,
 GROUP_Z2 = 64.0     # and its rms error at 8x the model's noise,
-GROUP_SHIFT = 3.0   # or its sign-weighted mean error at 3x the model's noise
+GROUP_T = 5.0       # or its scale error 5 standard errors from zero
+SCALE_FACTOR = 10.0  # and 10x the median group's (row-normalised ops share scale errors)
 SAMPLE = 4096       # sub-grid elements for the model fits
 WORK = 2 ** 23      # sub-grid elements x depth the fits may spend
 
@@ -60,6 +61,16 @@ def sample(view, depth: int = 1) -> tuple[np.ndarray, np.ndarray]:
             np.unique(np.linspace(0, c - 1, nc).astype(int)))
 
 
+def _memo(cand, rows, cols):
+    """A candidate's sub-grid result, kept on the function (a prepared check reuses it)."""
+    key = (rows.tobytes(), cols.tobytes())
+    memo = cand.__dict__.setdefault("memo", {})
+    if key not in memo:
+        memo.clear()
+        memo[key] = cand(rows, cols)
+    return memo[key]
+
+
 def fit_models(out2d, exact2d, bound2d, cands: dict, rows, cols, dtype) -> tuple[list, dict]:
     """A `Fit` per candidate. Each model's per-element noise: sigma^2 = k^2 w^2 + ulp^2/12,
     w the sound bound (it scales like the element's sum |a||b|), k^2 the mean of
@@ -69,7 +80,7 @@ def fit_models(out2d, exact2d, bound2d, cands: dict, rows, cols, dtype) -> tuple
     o, w0, ex = out2d[ix], bound2d[ix], exact2d[ix]
     fits, keep = [], {}
     for name, cand in cands.items():
-        ideal, impl = cand(rows, cols)
+        ideal, impl = _memo(cand, rows, cols)
         r2 = ulp(ideal, dtype) ** 2 / 12
         w = np.where(w0 > 0, w0, np.sqrt(r2))
         ok = np.isfinite(o) & np.isfinite(ideal) & np.isfinite(impl) & np.isfinite(w)
@@ -108,34 +119,43 @@ def bias_test(z: np.ndarray, sgn: np.ndarray) -> dict:
     return res
 
 
-def _groups(a: np.ndarray, tile: tuple) -> list:
-    """(kind, per-group mean, group size, index function) for rows, columns and tiles."""
+def _sums(a: np.ndarray, tile: tuple) -> list:
+    """(kind, per-group sum, group size, index function) for rows, columns and tiles."""
     r, c = a.shape
     th, tw = min(tile[0], r), min(tile[1], c)
     tr, tc = r // th, c // tw
-    out = [("row", np.nanmean(a, 1), c, int), ("column", np.nanmean(a, 0), r, int)]
+    out = [("row", np.nansum(a, 1), c, int), ("column", np.nansum(a, 0), r, int)]
     if tr * tc >= 4:
         t = a[:tr * th, :tc * tw].reshape(tr, th, tc, tw)
-        out.append(("tile", np.nanmean(t, (1, 3)).ravel(), th * tw,
+        out.append(("tile", np.nansum(t, (1, 3)).ravel(), th * tw,
                     lambda i: (int(i) // tc, int(i) % tc)))
     return out
 
 
-def group_test(z: np.ndarray, sgn: np.ndarray, tile: tuple) -> list:
-    """Rows, columns and tiles that stand out: mean z^2 above GROUP_FACTOR x the median
-    group's and GROUP_Z2, or a sign-weighted mean z above GROUP_FACTOR x the median's and
-    GROUP_SHIFT, both 8 pooled standard errors clear (rows of row-normalised ops share an
-    error, so single groups may drift a few noise units)."""
+def group_test(e: np.ndarray, y: np.ndarray, var: np.ndarray, tile: tuple) -> list:
+    """Rows, columns and tiles that stand out from the others, by two statistics: mean z^2
+    (z = e / sigma) above GROUP_FACTOR x the median group's and GROUP_Z2; and the t-value
+    of the group's scale error (the weighted least-squares slope of e on y: a scaled row)
+    above GROUP_FACTOR x the median group's and GROUP_T. Rows of row-normalised ops share
+    a scale error naturally; the median-relative thresholds absorb it."""
     flagged = []
-    z2, zs = z * z, z * sgn
-    for stat, floor, use_abs in ((z2, GROUP_Z2, False), (zs, GROUP_SHIFT, True)):
-        sd = float(np.nanstd(stat))
-        for kind, q, n, index in _groups(stat, tile):
+    ok = np.isfinite(e) & np.isfinite(y) & (var > 0)
+    z2 = np.where(ok, e * e / np.where(ok, var, 1), np.nan)
+    num = np.where(ok, e * y / np.where(ok, var, 1), 0.0)
+    den = np.where(ok, y * y / np.where(ok, var, 1), 0.0)
+    sd = float(np.nanstd(z2))  # pooled: a group mean of n values is within 8 sd / sqrt(n)
+    stats = [("mean z^2", [(k, q / n, n, f) for k, q, n, f in _sums(np.nan_to_num(z2), tile)],
+              GROUP_Z2)]
+    tvals = [(k, np.abs(a) / np.sqrt(np.where(b > 0, b, np.inf)), n, f)
+             for (k, a, n, f), (_, b, _, _) in zip(_sums(num, tile), _sums(den, tile))]
+    stats.append(("scale-error t", tvals, GROUP_T))
+    for label, groups, floor in stats:
+        factor = GROUP_FACTOR if label == "mean z^2" else SCALE_FACTOR
+        for kind, q, n, index in groups:
             if q.size < 4:
                 continue
-            q = np.abs(q) if use_abs else q
-            thr = max(GROUP_FACTOR * float(np.nanmedian(q)), floor) + 8 * sd / np.sqrt(n)
-            label = "mean z^2" if not use_abs else "sign-weighted mean z"
+            thr = max(factor * float(np.nanmedian(q)), floor)
+            thr += 8 * sd / np.sqrt(n) if label == "mean z^2" else 0.0
             for i in np.flatnonzero(q > thr)[:8]:
                 flagged.append((kind, index(i), float(q[i]), thr, label))
     return flagged
@@ -168,9 +188,7 @@ def run(out2d, exact2d, bound2d, prep, dtype, tile, depth) -> Stats:
         st.passed &= not b["flagged"]
     with np.errstate(invalid="ignore", divide="ignore"):
         var = k2 * bound2d ** 2 + ulp(exact2d, dtype) ** 2 / 12
-        z2 = (out2d - exact2d) ** 2 / var
-    z = np.sqrt(np.where(np.isfinite(z2), z2, np.nan)) * np.sign(out2d - exact2d)
-    st.groups = group_test(z, np.sign(exact2d), tile)
+    st.groups = group_test(out2d - exact2d, exact2d, var, tile)
     for kind, idx, q, thr, label in st.groups:
         st.evidence.append(f"{kind} {idx}: {label} {q:.3g} > {thr:.3g}")
     st.passed &= not st.groups

@@ -1,0 +1,83 @@
+"""tilepy.validate's interface on data made here: errors, assert_matches, the CLI, reports."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tilepy
+from tilepy.errors import MismatchError, ValidationError
+from tilepy.testing import assert_matches
+from tilepy.validation.models import round_mantissa
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "gpu")
+
+
+def _tf32_gemm(seed=0, m=48, k=256, n=40):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    out = (round_mantissa(a, 10) @ round_mantissa(b, 10)).astype(np.float32)
+    return a, b, out
+
+
+def test_a_simulated_tf32_output_is_classified_as_tf32():
+    a, b, out = _tf32_gemm()
+    rep = tilepy.validate(out, "gemm", (a, b), accumulate="tf32")
+    assert rep.passed, str(rep)
+    assert rep.stats.summary.startswith("consistent with tf32, not with fp32")
+
+
+def test_assert_matches_names_the_model_that_fits_better():
+    a, b, out = _tf32_gemm()
+    with pytest.raises(MismatchError) as info:
+        assert_matches(out, "gemm", {"a": a, "b": b}, accumulate="fp32")
+    msg = str(info.value)
+    assert "test_api.py" in msg and "statistical tier: FAIL" in msg
+    assert "hint: the output fits tf32, not the configured fp32" in msg
+    assert "worst elements" in msg
+
+
+def test_a_zeroed_tile_is_named_by_its_tile_coordinates():
+    a, b, out = _tf32_gemm()
+    bad = out.copy()
+    bad[16:32, 0:16] = 0
+    rep = tilepy.validate(bad, "gemm", (a, b), accumulate="tf32", tile=(16, 16))
+    assert not rep.sound_passed
+    assert {w["tile"] for w in rep.worst(5)} == {(1, 0)}
+
+
+def test_mistakes_raise_validation_errors_at_the_callers_line():
+    a, b, out = _tf32_gemm()
+    with pytest.raises(ValidationError, match="unknown op 'gemmm'") as info:
+        tilepy.validate(out, "gemmm", (a, b))
+    assert "test_api.py" in str(info.value)
+    with pytest.raises(ValidationError, match="unknown accumulation model 'tf33'"):
+        tilepy.validate(out, "gemm", (a, b), accumulate="tf33")
+    with pytest.raises(ValidationError, match="needs input"):
+        tilepy.validate(out, "gemm", {"a": a})
+    with pytest.raises(ValidationError, match=r"shape \(40, 48\), expected \(48, 40\)"):
+        tilepy.validate(out.T, "gemm", (a, b))
+
+
+def test_report_text_and_html():
+    a, b, out = _tf32_gemm()
+    rep = tilepy.validate(out, "gemm", (a, b), accumulate="tf32")
+    text = str(rep)
+    assert text.startswith("validate gemm (48, 40) -> float32: PASS")
+    assert "error/bound histogram" in text and "mean bias" in text
+    assert rep._repr_html_().startswith("<div><b>validate gemm</b>: PASS")
+    assert rep.ulps.shape == out.shape and 0 < rep.max_ratio < 1
+
+
+def test_cli_validate_exit_status():
+    path = os.path.join(DATA, "gemm_fp32_tf32on.npz")
+    cmd = [sys.executable, "-m", "tilepy.cli", "validate", path]
+    ok = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert "consistent with tf32, not with fp32" in ok.stdout
+    bad = subprocess.run(cmd + ["--accumulate", "fp32"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 1 and "statistical tier: FAIL" in bad.stdout
