@@ -81,3 +81,44 @@ def test_cli_validate_exit_status():
     bad = subprocess.run(cmd + ["--accumulate", "fp32"], capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 1 and "statistical tier: FAIL" in bad.stdout
+
+
+def test_the_float32_reference_path_keeps_the_verdicts_of_the_float64_one():
+    """Large gemms take a float32 BLAS reference and a Cauchy-Schwarz bound refined where
+    it decides (reference="float32" forces that path here)."""
+    a, b, out = _tf32_gemm(seed=3)
+    exact = tilepy.validate(out, "gemm", (a, b), accumulate="tf32", reference="float64")
+    bound64 = exact.bound
+    rng = np.random.default_rng(1)
+    bad = out.astype(np.float64)
+    idx = rng.choice(out.size, 40, replace=False)
+    sign = rng.choice([-1.0, 1.0], 40)
+    bad.flat[idx[:20]] = exact.exact.flat[idx[:20]] + sign[:20] * 0.5 * bound64.flat[idx[:20]]
+    bad.flat[idx[20:]] = exact.exact.flat[idx[20:]] + sign[20:] * 2.0 * bound64.flat[idx[20:]]
+    bad = bad.astype(np.float32)
+    r64 = tilepy.validate(bad, "gemm", (a, b), accumulate="tf32", reference="float64")
+    r32 = tilepy.validate(bad, "gemm", (a, b), accumulate="tf32", reference="float32")
+    assert set(np.flatnonzero(r64.flagged)) == set(idx[20:])
+    assert set(np.flatnonzero(r32.flagged)) == set(idx[20:])
+    assert (r32.bound >= bound64).all()
+
+
+def test_plot_draws_a_heat_map():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    a, b, out = _tf32_gemm()
+    ax = tilepy.validate(out, "gemm", (a, b), accumulate="tf32").plot()
+    assert ax.get_title() == "gemm: PASS"
+    assert ax.images[0].get_array().shape == out.shape
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(monkeypatch):
+    import sys as _sys
+
+    monkeypatch.setitem(_sys.modules, "matplotlib", None)
+    monkeypatch.setitem(_sys.modules, "matplotlib.pyplot", None)
+    a, b, out = _tf32_gemm()
+    rep = tilepy.validate(out, "gemm", (a, b), accumulate="tf32")
+    with pytest.raises(ValidationError, match="needs matplotlib") as info:
+        rep.plot()
+    assert "pip install 'tilepy-runtime[viz]'" in str(info.value)

@@ -77,10 +77,14 @@ def _check(name, num, out, prep: Prepared, tile, depth) -> Report:
         raise ConfigError(f"the output of {name} has shape {out.shape}, expected "
                           f"{prep.exact.shape} from the inputs",
                           "check the op's options (layout, stride, padding, transposes)")
-    o2 = out.reshape(prep.view)
-    st = stats_mod.run(o2, prep.exact.reshape(prep.view), prep.bound.reshape(prep.view),
-                       prep, num.output, tile, depth)
-    return Report(name, num, out, prep.exact, prep.bound, st, tile, prep.notes)
+    with np.errstate(invalid="ignore"):
+        err = out - prep.exact
+        abs_err = np.abs(err)
+    bound = prep.refine(abs_err, prep.bound) if prep.refine else prep.bound
+    v = prep.view
+    st = stats_mod.run(out.reshape(v), prep.exact.reshape(v), bound.reshape(v), prep,
+                       num.output, tile, depth, err.reshape(v))
+    return Report(name, num, out, prep.exact, bound, st, tile, prep.notes, err, abs_err)
 
 
 def _depth(name, inp) -> int:
@@ -128,7 +132,8 @@ def _output(output, dtype) -> tuple[np.ndarray, str]:
     if a.dtype.kind not in "f" and not (a.dtype.kind == "V" or "float" in str(a.dtype)):
         raise ConfigError(f"the output is {a.dtype}, not a float array",
                           "for bit patterns pass output='bfloat16' (or the real format)")
-    return f64(a), get_format(a.dtype).name
+    name = get_format(a.dtype).name
+    return (a if a.dtype == np.float32 else f64(a)), name
 
 
 # ---------------------------------------------------------------- kernels as references

@@ -73,6 +73,17 @@ def gemm_bound(num, in_dtypes, k, s, exact, after=0, ref_error=0.0) -> np.ndarra
     return finish(num, delta, exact, after, ref_error)
 
 
+def gemm_linear(num, in_dtypes, k, after=0, ref_rel=0.0) -> tuple[float, float, float]:
+    """(alpha, beta, c) with gemm_bound <= alpha s + beta |exact| + c: `finish` is linear in
+    s and |exact|, so large outputs take three passes (the float32 path adds slack)."""
+    c = dot_coefficient(num, in_dtypes, k)
+    ga = gamma(after, num.u(num.compute)) if after else 0.0
+    uo = num.u(num.output)
+    alpha = ((1 + ga) * (1 + uo) * c + ref_rel) * SLACK
+    beta = (ga * (1 + uo) + uo) * SLACK
+    return alpha, beta, num.per_rounding * tiny(num.output) * SLACK
+
+
 def reference_error(k: int, s: np.ndarray) -> np.ndarray:
     """The error of a float64 BLAS dot product of k terms (the reference): gamma_k(2^-53) s."""
     return gamma(k, U64) * s

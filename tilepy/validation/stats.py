@@ -119,15 +119,18 @@ def bias_test(z: np.ndarray, sgn: np.ndarray) -> dict:
     return res
 
 
-def _sums(a: np.ndarray, tile: tuple) -> list:
-    """(kind, per-group sum, group size, index function) for rows, columns and tiles."""
-    r, c = a.shape
+def _dots(x: np.ndarray, w: np.ndarray, tile: tuple) -> list:
+    """(kind, per-group sum of x * w, group size, index function) for rows, columns and
+    tiles of the 2-D view, each one fused pass (einsum, no temporary)."""
+    r, c = x.shape
     th, tw = min(tile[0], r), min(tile[1], c)
     tr, tc = r // th, c // tw
-    out = [("row", np.nansum(a, 1), c, int), ("column", np.nansum(a, 0), r, int)]
+    out = [("row", np.einsum("ij,ij->i", x, w), c, int),
+           ("column", np.einsum("ij,ij->j", x, w), r, int)]
     if tr * tc >= 4:
-        t = a[:tr * th, :tc * tw].reshape(tr, th, tc, tw)
-        out.append(("tile", np.nansum(t, (1, 3)).ravel(), th * tw,
+        x4 = x[:tr * th, :tc * tw].reshape(tr, th, tc, tw)
+        w4 = w[:tr * th, :tc * tw].reshape(tr, th, tc, tw)
+        out.append(("tile", np.einsum("abcd,abcd->ac", x4, w4).ravel(), th * tw,
                     lambda i: (int(i) // tc, int(i) % tc)))
     return out
 
@@ -136,32 +139,34 @@ def group_test(e: np.ndarray, y: np.ndarray, var: np.ndarray, tile: tuple) -> li
     """Rows, columns and tiles that stand out from the others, by two statistics: mean z^2
     (z = e / sigma) above GROUP_FACTOR x the median group's and GROUP_Z2; and the t-value
     of the group's scale error (the weighted least-squares slope of e on y: a scaled row)
-    above GROUP_FACTOR x the median group's and GROUP_T. Rows of row-normalised ops share
+    above SCALE_FACTOR x the median group's and GROUP_T. Rows of row-normalised ops share
     a scale error naturally; the median-relative thresholds absorb it."""
-    flagged = []
-    ok = np.isfinite(e) & np.isfinite(y) & (var > 0)
-    z2 = np.where(ok, e * e / np.where(ok, var, 1), np.nan)
-    num = np.where(ok, e * y / np.where(ok, var, 1), 0.0)
-    den = np.where(ok, y * y / np.where(ok, var, 1), 0.0)
-    sd = float(np.nanstd(z2))  # pooled: a group mean of n values is within 8 sd / sqrt(n)
-    stats = [("mean z^2", [(k, q / n, n, f) for k, q, n, f in _sums(np.nan_to_num(z2), tile)],
-              GROUP_Z2)]
+    with np.errstate(all="ignore"):
+        inv = np.reciprocal(var, out=var)  # var is the caller's scratch
+        ey = e * inv
+        yi = np.multiply(y, inv, out=inv)
+    bad = ~np.isfinite(ey) | ~np.isfinite(yi)
+    if bad.any():
+        e, y, ey, yi = (np.where(bad, 0, t) for t in (e, y, ey, yi))
+    sub = (e * ey)[::7, ::3]  # the pooled spread of z^2, from a sub-sample
+    sd = float(sub.std()) if sub.size else 0.0
+    z2 = [(k, q / n, n, f) for k, q, n, f in _dots(e, ey, tile)]
     tvals = [(k, np.abs(a) / np.sqrt(np.where(b > 0, b, np.inf)), n, f)
-             for (k, a, n, f), (_, b, _, _) in zip(_sums(num, tile), _sums(den, tile))]
-    stats.append(("scale-error t", tvals, GROUP_T))
-    for label, groups, floor in stats:
+             for (k, a, n, f), (_, b, _, _) in zip(_dots(y, ey, tile), _dots(y, yi, tile))]
+    flagged = []
+    for label, groups, floor in (("mean z^2", z2, GROUP_Z2), ("scale-error t", tvals, GROUP_T)):
         factor = GROUP_FACTOR if label == "mean z^2" else SCALE_FACTOR
         for kind, q, n, index in groups:
             if q.size < 4:
                 continue
-            thr = max(factor * float(np.nanmedian(q)), floor)
+            thr = max(factor * float(np.median(q)), floor)
             thr += 8 * sd / np.sqrt(n) if label == "mean z^2" else 0.0
             for i in np.flatnonzero(q > thr)[:8]:
                 flagged.append((kind, index(i), float(q[i]), thr, label))
     return flagged
 
 
-def run(out2d, exact2d, bound2d, prep, dtype, tile, depth) -> Stats:
+def run(out2d, exact2d, bound2d, prep, dtype, tile, depth, err2d=None) -> Stats:
     rows, cols = sample(prep.view, depth)
     fits, keep = fit_models(out2d, exact2d, bound2d, prep.candidates, rows, cols, dtype)
     st = Stats(passed=True, fits=fits, chosen=prep.chosen)
@@ -186,9 +191,17 @@ def run(out2d, exact2d, bound2d, prep, dtype, tile, depth) -> Stats:
                            f"sign-weighted {b['sign_mean']:+.3g} (t {b['sign_mean_z']:+.3g}), "
                            f"rms {b['rms']:.3g}, in noise units over {b['n']} elements")
         st.passed &= not b["flagged"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        var = k2 * bound2d ** 2 + ulp(exact2d, dtype) ** 2 / 12
-    st.groups = group_test(out2d - exact2d, exact2d, var, tile)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if exact2d.dtype == np.float32 and dtype == "float32":
+            var = np.abs(exact2d)
+            np.spacing(var, out=var)  # the float32 ulp
+        else:
+            var = ulp(exact2d, dtype)
+        np.multiply(var, var, out=var)
+        var *= 1 / 12
+        var += k2 * (bound2d * bound2d)
+    err2d = out2d - exact2d if err2d is None else err2d
+    st.groups = group_test(err2d, exact2d, var, tile)
     for kind, idx, q, thr, label in st.groups:
         st.evidence.append(f"{kind} {idx}: {label} {q:.3g} > {thr:.3g}")
     st.passed &= not st.groups
