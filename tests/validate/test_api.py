@@ -122,3 +122,22 @@ def test_plot_without_matplotlib_says_how_to_install_it(monkeypatch):
     with pytest.raises(ValidationError, match="needs matplotlib") as info:
         rep.plot()
     assert "pip install 'tilepy-runtime[viz]'" in str(info.value)
+
+
+def test_a_tilepy_kernel_as_the_reference():
+    from tilepy.kernels import softmax, vector_add
+    from tilepy.validation.rowops import softmax_exact
+
+    x = (np.random.default_rng(0).standard_normal((16, 300)) * 3).astype(np.float32)
+    out = softmax_exact(x.astype(np.float64)).astype(np.float32)
+    with tilepy.backend("interp"):
+        mine = softmax(8, 256)(x)
+    rep = tilepy.validate(out, softmax(8, 256), (x,))
+    assert rep.passed and "kernel softmax" in [f.name for f in rep.stats.fits]
+    assert tilepy.validate(mine, softmax(8, 256), (x,)).stats.fits[-1].ratio == 0
+    a, b = np.ones(300, np.float32), np.full(300, 2, np.float32)
+    with pytest.raises(ValidationError, match="no bound is derived for the kernel"):
+        tilepy.validate(a + b, vector_add(128), (a, b))
+    rep = tilepy.validate(a + b + np.float32(1e-6), vector_add(128), (a, b), atol=1e-5)
+    assert rep.sound_passed and rep.notes == ["sound tier: the given atol/rtol, not a derived "
+                                              "bound"]

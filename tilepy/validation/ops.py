@@ -5,7 +5,7 @@ Owns the registry (`OPS`, `register`) and the matrix-product ops: gemm, scaled_g
 Row-wise ops (softmax, norms, cross-entropy, attention) are in rowops.py. A candidate is a
 function (rows, cols) -> (ideal, impl): the model's result without order noise, and one
 concrete implementation of it (their spread is the model's own noise), on a sub-grid of the
-output's 2-D view.
+output's 2-D view, both before the rounding to the output dtype (stats.py rounds).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from tilepy.precision.formats import get_format
 from tilepy.validation import bounds
-from tilepy.validation.models import Numerics, gamma, round_mantissa, round_out
+from tilepy.validation.models import Numerics, gamma, round_mantissa
 
 Candidate = Callable[[np.ndarray, np.ndarray], tuple]
 
@@ -187,7 +187,7 @@ def _gemm_candidates(a, b, bias, num, dts, view) -> dict:
             impl = _matmul32(sa, sb, pre)
             if bias is not None:
                 ideal, impl = ideal + bias[cols], impl + bias[cols]
-            return round_out(ideal, num.output), round_out(impl, num.output)
+            return ideal, impl
         return cand
     cands = {"fp32": model(None, "fp32")}
     if max(get_format(d).man_bits for d in dts) > 10:
@@ -255,7 +255,7 @@ def _scaled_candidates(a, b, sa, sb, bias, num) -> dict:
         sa_r = np.float32(sa) if np.ndim(sa) == 0 else sa[rows].astype(np.float32)
         sb_c = np.float32(sb) if np.ndim(sb) == 0 else sb[:, cols].astype(np.float32)
         v = (acc.astype(np.float32) * sa_r * sb_c).astype(np.float64)
-        return round_out(v + (bias[cols] if bias is not None else 0), num.output)
+        return v + (bias[cols] if bias is not None else 0)
 
     def model(mode):
         def cand(rows, cols):
@@ -346,7 +346,7 @@ def conv2d(inp, num: Numerics) -> Prepared:
                              dtype=np.float32).astype(np.float64)
             if bias is not None:
                 ideal, impl = ideal + bias, impl + bias
-            return tuple(round_out(back(t), num.output).reshape(view) for t in (ideal, impl))
+            return tuple(back(t).reshape(view) for t in (ideal, impl))
         return grid(run)
     cands = {"fp32": model(None)}
     if max(get_format(d).man_bits for d in dts) > 10:

@@ -42,7 +42,7 @@ def _computes(num: Numerics, storage: str) -> list[str]:
 def _prepared(exact, bound, num, run, computes, label="compute") -> Prepared:
     """Candidates "compute <c>" from run(c, impl) -> output array (float64)."""
     def cand(c):
-        return grid(lambda: tuple(_view(rnd(run(c, impl), num.output))
+        return grid(lambda: tuple(_view(run(c, impl))
                                   for impl in (False, True)))
     cands = {f"{label} {c}": cand(c) for c in computes}
     chosen = f"{label} {num.compute}"
@@ -50,10 +50,12 @@ def _prepared(exact, bound, num, run, computes, label="compute") -> Prepared:
 
 
 def _ops(c, impl):
-    """(rounding, exp, sum) of a candidate: float64 rounded to c (ideal), or numpy in
-    float32 rounded to c after each step (impl)."""
+    """(rounding, exp, sum) of a candidate: float64 rounded to c after each step when c is
+    narrower than float32, else exact (ideal: float32's roundings are the order noise that
+    the impl measures), or numpy in float32 rounded to c after each step (impl)."""
     if not impl:
-        return (lambda v: rnd(v, c)), np.exp, (lambda v, ax: np.sum(v, ax, keepdims=True))
+        r = (lambda v: rnd(v, c)) if _narrow(c) else (lambda v: np.asarray(v, np.float64))
+        return r, np.exp, (lambda v, ax: np.sum(v, ax, keepdims=True))
 
     def r(v):
         return rnd(np.asarray(v, np.float32), c)
@@ -133,7 +135,7 @@ def rmsnorm(inp, num: Numerics) -> Prepared:
     prep = _prepared(exact, bound, num, run, _computes(num, storage))
     if _narrow(storage) and w is not None:  # x * rstd rounded to the storage dtype first
         prep.candidates[f"x*rstd rounded to {storage}"] = grid(
-            lambda: tuple(_view(rnd(run("float32", i, storage), num.output))
+            lambda: tuple(_view(run("float32", i, storage))
                           for i in (False, True)))
     return prep
 

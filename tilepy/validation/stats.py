@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilepy.validation.models import ulp
+from tilepy.validation.models import round_out, ulp
 
 FIT_OK = 4.0        # a model fits when the output's rms deviation is <= 4x its noise
 LL_GAP = 25.0       # ... and no other model is e^25 times likelier (total log-likelihood)
 BIAS_Z = 6.0        # a bias must be this many standard errors from zero,
 BIAS_MIN = 0.5      # at least half the model's noise,
 BIAS_SHARE = 0.8    # and most of the error (a constant shift is ~100% of it)
-GROUP_FACTOR = 4.0  # a group stands out at 4x the median group,
-GROUP_Z2 = 64.0     # and its rms error at 8x the model's noise,
+GROUP_FACTOR = 16.0  # a group stands out when its mean z^2 is 16x the median group's
+GROUP_Z2 = 64.0      # and 64 (its rms error 4x the median's and 8x the model's noise),
 GROUP_T = 5.0       # or its scale error 5 standard errors from zero
 SCALE_FACTOR = 10.0  # and 10x the median group's (row-normalised ops share scale errors)
 SAMPLE = 4096       # sub-grid elements for the model fits
@@ -75,25 +75,37 @@ def fit_models(out2d, exact2d, bound2d, cands: dict, rows, cols, dtype) -> tuple
     """A `Fit` per candidate. Each model's per-element noise: sigma^2 = k^2 w^2 + ulp^2/12,
     w the sound bound (it scales like the element's sum |a||b|), k^2 the mean of
     ((impl - ideal) / w)^2, the spread of two implementations of the model (two orders),
-    ulp^2/12 the output rounding. z = (output - ideal) / sigma."""
+    ulp^2/12 the output rounding. z = (output - ideal) / sigma. Likelihoods compare the
+    models on the elements where some model's noise exceeds the output rounding (where
+    rounding dominates, the Gaussian picture says nothing), when there are 64 of them."""
     ix = np.ix_(rows, cols)
     o, w0, ex = out2d[ix], bound2d[ix], exact2d[ix]
-    fits, keep = [], {}
+    parts = {}
     for name, cand in cands.items():
-        ideal, impl = _memo(cand, rows, cols)
+        raw, impl = _memo(cand, rows, cols)
+        ideal = round_out(raw, dtype)
         r2 = ulp(ideal, dtype) ** 2 / 12
         w = np.where(w0 > 0, w0, np.sqrt(r2))
         ok = np.isfinite(o) & np.isfinite(ideal) & np.isfinite(impl) & np.isfinite(w)
-        if not ok.any():
-            continue
-        k2 = float(np.mean(((impl - ideal)[ok] / w[ok]) ** 2))
-        var = k2 * w ** 2 + r2
+        if ok.any():
+            k2 = float(np.mean(((impl - raw)[ok] / w[ok]) ** 2))
+            parts[name] = (ideal, k2 * w ** 2 + r2, ok, k2, w, r2)
+    common = np.logical_and.reduce([p[2] for p in parts.values()]) if parts else None
+    informative = None
+    if parts:
+        informative = common & np.logical_or.reduce([p[3] * p[4] ** 2 > p[5]
+                                                     for p in parts.values()])
+        if informative.sum() < 64:
+            informative = common
+    fits, keep = [], {}
+    for name, (ideal, var, ok, k2, w, _) in parts.items():
         z = (o - ideal) / np.sqrt(var)
         t = float(np.mean(z[ok] ** 2))
-        ll = float(np.mean(-0.5 * z[ok] ** 2 - 0.5 * np.log(var[ok])))
+        m = informative
+        ll = float(np.mean(-0.5 * z[m] ** 2 - 0.5 * np.log(var[m]))) if m.any() else 0.0
         fits.append(Fit(name, float(np.sqrt(t)), ll, float(np.sqrt(k2))))
         dev2 = float(np.mean(((ideal - ex)[ok] / w[ok]) ** 2))
-        keep[name] = (ideal, var, ok, max(k2, dev2), int(ok.sum()))
+        keep[name] = (ideal, var, ok, max(k2, dev2), int(m.sum()))
     best = max((f.loglik for f in fits), default=0.0)
     for f in fits:
         n = keep[f.name][4]
@@ -137,7 +149,8 @@ def _dots(x: np.ndarray, w: np.ndarray, tile: tuple) -> list:
 
 def group_test(e: np.ndarray, y: np.ndarray, var: np.ndarray, tile: tuple) -> list:
     """Rows, columns and tiles that stand out from the others, by two statistics: mean z^2
-    (z = e / sigma) above GROUP_FACTOR x the median group's and GROUP_Z2; and the t-value
+    (z = e / sigma) above GROUP_FACTOR x the median group's and GROUP_Z2 (plus 8 pooled
+    standard errors); and the t-value
     of the group's scale error (the weighted least-squares slope of e on y: a scaled row)
     above SCALE_FACTOR x the median group's and GROUP_T. Rows of row-normalised ops share
     a scale error naturally; the median-relative thresholds absorb it."""
