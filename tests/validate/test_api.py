@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tilepy
+import tilepy.validation.api
 from tilepy.errors import MismatchError, ValidationError
 from tilepy.testing import assert_matches
 from tilepy.validation.models import round_mantissa
@@ -141,3 +142,18 @@ def test_a_tilepy_kernel_as_the_reference():
     rep = tilepy.validate(a + b + np.float32(1e-6), vector_add(128), (a, b), atol=1e-5)
     assert rep.sound_passed and rep.notes == ["sound tier: the given atol/rtol, not a derived "
                                               "bound"]
+
+
+def test_the_probabilistic_sqrt_k_bound_is_tighter_and_fails_only_under_nearest():
+    a, b, out = _tf32_gemm(seed=4, k=1024)
+    exact = (a.astype(np.float64) @ b.astype(np.float64))
+    fp32 = (a @ b)
+    rep = tilepy.validate(fp32, "gemm", (a, b))
+    assert rep.stats.prob_over == 0 and rep.stats.passed
+    prob = tilepy.validation.api._prepare(fp32, "gemm", (a, b), {})[3].prob_bound
+    assert (prob < 0.2 * rep.bound).all()  # sqrt(K) against K growth
+    bad = (exact + 0.5 * (prob + rep.bound) * np.sign(exact)).astype(np.float32)
+    soft = tilepy.validate(bad, "gemm", (a, b))
+    strict = tilepy.validate(bad, "gemm", (a, b), rounding="nearest")
+    assert soft.sound_passed and soft.stats.prob_over > 0
+    assert not strict.stats.passed and strict.stats.prob_over > 0

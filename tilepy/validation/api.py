@@ -87,7 +87,7 @@ def _check(name, num, out, prep: Prepared, tile, depth) -> Report:
     bound = prep.refine(abs_err, prep.bound) if prep.refine else prep.bound
     v = prep.view
     st = stats_mod.run(out.reshape(v), prep.exact.reshape(v), bound.reshape(v), prep,
-                       num.output, tile, depth, err.reshape(v))
+                       num.output, tile, depth, err.reshape(v), num.rounding == "nearest")
     return Report(name, num, out, prep.exact, bound, st, tile, prep.notes, err, abs_err)
 
 

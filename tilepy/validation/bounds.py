@@ -22,9 +22,29 @@ def _mant(dtype) -> int:
     return get_format(dtype).man_bits
 
 
-def dot_coefficient(num: Numerics, in_dtypes: list[str], k: int) -> float:
+LAMBDA = 6.0  # the probabilistic bound fails with probability <= 2 exp(-LAMBDA^2 / 2) = 3e-8
+
+
+def prob_gamma(n: float, u: float) -> float:
+    """Higham and Mary's probabilistic gamma: with independent, mean-zero rounding errors
+    of unit u, n roundings err by at most exp(LAMBDA sqrt(n) u + n u^2 / (1 - u)) - 1,
+    except with probability 2 exp(-LAMBDA^2 (1 - u)^2 / 2)."""
+    return float(np.expm1(LAMBDA * np.sqrt(n) * u + n * u * u / (1 - u)))
+
+
+def prob_coefficient(num: Numerics, in_dtypes: list[str], k: int):
+    """The dot-product coefficient with sqrt(k) growth (prob_gamma at half-ulp roundings):
+    None for the truncating fp8 accumulators, whose errors are biased."""
+    if num.accumulate in ("fast", "promote"):
+        return None
+    return dot_coefficient(num, in_dtypes, k,
+                           lambda n, u: prob_gamma(n, u / num.per_rounding))
+
+
+def dot_coefficient(num: Numerics, in_dtypes: list[str], k: int, g=gamma) -> float:
     """c with |computed dot - exact dot| <= c * sum_k |a_k||b_k| for k-term dot products of
-    stored inputs under the accumulation model (scales and output rounding excluded)."""
+    stored inputs under the accumulation model (scales and output rounding excluded); g is
+    the growth of n roundings (gamma: worst case)."""
     acc = num.accumulate
     u32 = num.u("float32")
     rel_in = 0.0
@@ -53,7 +73,7 @@ def dot_coefficient(num: Numerics, in_dtypes: list[str], k: int) -> float:
     # k - 1 additions in any order (a tree of height <= k - 1), plus one rounding of each
     # product unless the product of the two significands fits the accumulator.
     n = k - 1 + (0 if sum(bits) <= acc_bits else 1) + 1  # +1: conversion out of the unit
-    return rel_in + (1 + rel_in) * gamma(n, u_acc)
+    return rel_in + (1 + rel_in) * g(n, u_acc)
 
 
 def finish(num: Numerics, delta: np.ndarray, exact: np.ndarray, after: int,
@@ -67,9 +87,9 @@ def finish(num: Numerics, delta: np.ndarray, exact: np.ndarray, after: int,
     return (out + ref_error) * SLACK
 
 
-def gemm_bound(num, in_dtypes, k, s, exact, after=0, ref_error=0.0) -> np.ndarray:
+def gemm_bound(num, in_dtypes, k, s, exact, after=0, ref_error=0.0, coef=None) -> np.ndarray:
     """gemm (and conv as a gemm of depth k): s = sum |a||b| per output element."""
-    delta = dot_coefficient(num, in_dtypes, k) * s
+    delta = (dot_coefficient(num, in_dtypes, k) if coef is None else coef) * s
     return finish(num, delta, exact, after, ref_error)
 
 

@@ -31,6 +31,7 @@ class Prepared:
     chosen: str = ""             # the candidate the config describes
     notes: list = field(default_factory=list)
     refine: object = None        # (output, bound) -> bound: tightened where it decides
+    prob_bound: object = None    # the probabilistic sqrt(K) bound (dot-product ops)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,11 @@ def _tf32(mode):
     return lambda x: round_mantissa(x, 10, mode)
 
 
+def _prob(num, dts, k, s, exact, after, ref_err):
+    c = bounds.prob_coefficient(num, dts, k)
+    return None if c is None else bounds.gemm_bound(num, dts, k, s, exact, after, ref_err, c)
+
+
 def _gemm_float32(a, b, bias, num, dts, k):
     """Large gemms, in one sgemm and a few passes: the reference by float32 BLAS (a float32
     dot product of k terms errs by <= g = gamma_k(2^-24) times S = sum |a||b|). S is bounded
@@ -167,12 +173,14 @@ def gemm(inp, num: Numerics) -> Prepared:
         if bias is not None:
             exact = exact + bias
         bound = bounds.gemm_bound(num, dts, k, s, exact, int(bias is not None), ref_err)
+        prob = _prob(num, dts, k, s, exact, int(bias is not None), ref_err)
     view = (exact.size // exact.shape[-1], exact.shape[-1])
     a2 = a.reshape(-1, k) if a.ndim == 2 else None
     cands = _gemm_candidates(a, b, bias, num, dts, view) if a2 is not None else {}
     chosen = {"tf32": "tf32"}.get(num.accumulate, num.accumulate)
     prep = Prepared(exact, bound, view, cands, chosen if chosen in cands else "", notes)
     prep.refine = refine if large else None
+    prep.prob_bound = None if large else prob
     return prep
 
 
@@ -333,8 +341,10 @@ def conv2d(inp, num: Numerics) -> Prepared:
     dts = [dtype_of(x), dtype_of(w)]
     bound = bounds.gemm_bound(num, dts, k, s, exact, int(bias is not None),
                               bounds.reference_error(k, s))
+    prob = _prob(num, dts, k, s, exact, int(bias is not None), bounds.reference_error(k, s))
     back = (lambda t: np.transpose(t, (0, 2, 3, 1))) if layout == "NHWC" else (lambda t: t)
     exact, bound = back(exact), back(bound)
+    prob = None if prob is None else back(prob)
     view = (exact.size // exact.shape[-1], exact.shape[-1])
 
     def model(pre):
@@ -353,4 +363,4 @@ def conv2d(inp, num: Numerics) -> Prepared:
         cands["tf32"] = model(_tf32("nearest"))
         cands["tf32 (truncated inputs)"] = model(_tf32("truncate"))
     chosen = num.accumulate if num.accumulate in cands else ""
-    return Prepared(exact, bound, view, cands, chosen)
+    return Prepared(exact, bound, view, cands, chosen, prob_bound=prob)

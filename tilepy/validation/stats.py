@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tilepy.validation import bounds
 from tilepy.validation.models import round_out, ulp
 
 FIT_OK = 4.0        # a model fits when the output's rms deviation is <= 4x its noise
@@ -48,6 +49,7 @@ class Stats:
     bias: dict = field(default_factory=dict)
     groups: list = field(default_factory=list)   # (kind, index, value, threshold, what)
     evidence: list = field(default_factory=list)
+    prob_over: int = -1   # elements over the probabilistic sqrt(K) bound (-1: not derived)
 
 
 def sample(view, depth: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +181,21 @@ def group_test(e: np.ndarray, y: np.ndarray, var: np.ndarray, tile: tuple) -> li
     return flagged
 
 
-def run(out2d, exact2d, bound2d, prep, dtype, tile, depth, err2d=None) -> Stats:
+def _prob_test(st, err, prob, strict: bool) -> bool:
+    """Elements over the probabilistic sqrt(K) bound (each one has probability < 3e-8 when
+    the roundings are independent and mean-zero): evidence, and a failure only under
+    rounding="nearest" (truncating accumulators break the independence)."""
+    with np.errstate(invalid="ignore"):
+        over = int(np.count_nonzero(~(np.abs(err) <= prob)))
+    st.evidence.append(f"{over} of {err.size} elements over the probabilistic sqrt(K) bound "
+                       f"(lambda {bounds.LAMBDA:g}; max error/bound "
+                       f"{float(np.nanmax(np.abs(err) / prob)) if err.size else 0:.3g})")
+    st.prob_over = over
+    return not (strict and over)
+
+
+def run(out2d, exact2d, bound2d, prep, dtype, tile, depth, err2d=None,
+        strict=False) -> Stats:
     rows, cols = sample(prep.view, depth)
     fits, keep = fit_models(out2d, exact2d, bound2d, prep.candidates, rows, cols, dtype)
     st = Stats(passed=True, fits=fits, chosen=prep.chosen)
@@ -214,6 +230,8 @@ def run(out2d, exact2d, bound2d, prep, dtype, tile, depth, err2d=None) -> Stats:
         var *= 1 / 12
         var += k2 * (bound2d * bound2d)
     err2d = out2d - exact2d if err2d is None else err2d
+    if prep.prob_bound is not None:
+        st.passed &= _prob_test(st, err2d, prep.prob_bound.reshape(err2d.shape), strict)
     st.groups = group_test(err2d, exact2d, var, tile)
     for kind, idx, q, thr, label in st.groups:
         st.evidence.append(f"{kind} {idx}: {label} {q:.3g} > {thr:.3g}")
