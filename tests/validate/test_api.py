@@ -157,3 +157,18 @@ def test_the_probabilistic_sqrt_k_bound_is_tighter_and_fails_only_under_nearest(
     strict = tilepy.validate(bad, "gemm", (a, b), rounding="nearest")
     assert soft.sound_passed and soft.stats.prob_over > 0
     assert not strict.stats.passed and strict.stats.prob_over > 0
+
+
+def test_batched_nan_and_empty_outputs():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 5, 7)).astype(np.float32)
+    b, b3 = (rng.standard_normal(s).astype(np.float32) for s in ((7, 4), (3, 7, 4)))
+    assert tilepy.validate(a @ b, "gemm", (a, b)).passed
+    assert tilepy.validate(a @ b3, "gemm", (a, b3)).passed
+    bad = a @ b
+    bad[1, 2, 3] = np.nan
+    rep = tilepy.validate(bad, "gemm", (a, b))
+    assert not rep.sound_passed and rep.max_ratio == np.inf
+    assert rep.worst(1)[0]["index"] == (1, 2, 3)
+    x, y = np.zeros((0, 5), np.float32), np.zeros((5, 3), np.float32)
+    assert tilepy.validate(x @ y, "gemm", (x, y)).passed

@@ -92,13 +92,6 @@ def mm(x, y) -> np.ndarray:
     return np.einsum("ik,kj->ij", x, y)
 
 
-def _matmul32(a, b, pre=None):
-    a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    if pre is not None:
-        a32, b32 = pre(a32).astype(np.float32), pre(b32).astype(np.float32)
-    return mm(a32, b32).astype(np.float64)
-
-
 def _tf32(mode):
     return lambda x: round_mantissa(x, 10, mode)
 
@@ -175,8 +168,7 @@ def gemm(inp, num: Numerics) -> Prepared:
         bound = bounds.gemm_bound(num, dts, k, s, exact, int(bias is not None), ref_err)
         prob = _prob(num, dts, k, s, exact, int(bias is not None), ref_err)
     view = (exact.size // exact.shape[-1], exact.shape[-1])
-    a2 = a.reshape(-1, k) if a.ndim == 2 else None
-    cands = _gemm_candidates(a, b, bias, num, dts, view) if a2 is not None else {}
+    cands = _gemm_candidates(a, b, bias, num, dts, view) if k and exact.size else {}
     chosen = {"tf32": "tf32"}.get(num.accumulate, num.accumulate)
     prep = Prepared(exact, bound, view, cands, chosen if chosen in cands else "", notes)
     prep.refine = refine if large else None
@@ -185,14 +177,30 @@ def gemm(inp, num: Numerics) -> Prepared:
 
 
 def _gemm_candidates(a, b, bias, num, dts, view) -> dict:
+    """Rows of the 2-D view are (batch, m) pairs of a (..., M, K); b is (K, N) or batched
+    like a."""
+    k, m = a.shape[-1], a.shape[-2] if a.ndim > 1 else 1
+    a2 = a.reshape(-1, k)
+    b3 = b.reshape(-1, k, b.shape[-1])
+
+    def pick(rows, cols):
+        sb = b3[0][:, cols] if b3.shape[0] == 1 else b3[rows // m][:, :, cols]
+        return a2[rows], sb
+
+    def prod(x, y):
+        return mm(x, y) if y.ndim == 2 else np.einsum("rk,rkc->rc", x, y)
+
     def model(pre, mode_name):
         def cand(rows, cols):
-            sa, sb = a[rows], b[:, cols]
+            sa, sb = pick(rows, cols)
             if pre is None:
-                ideal = mm(f64(sa), f64(sb))
+                ideal = prod(f64(sa), f64(sb))
+                impl = prod(sa.astype(np.float32), sb.astype(np.float32))
             else:
-                ideal = mm(pre(sa.astype(np.float32)), pre(sb.astype(np.float32)))
-            impl = _matmul32(sa, sb, pre)
+                pa, pb = pre(sa.astype(np.float32)), pre(sb.astype(np.float32))
+                ideal = prod(pa, pb)
+                impl = prod(pa.astype(np.float32), pb.astype(np.float32))
+            impl = impl.astype(np.float64)
             if bias is not None:
                 ideal, impl = ideal + bias[cols], impl + bias[cols]
             return ideal, impl

@@ -57,8 +57,10 @@ class Report:
 
     @property
     def max_ratio(self) -> float:
-        r = self.ratio[np.isfinite(self.ratio)]
-        return float(r.max()) if r.size else 0.0
+        """The largest error/bound (inf when a flagged element is not finite)."""
+        if not np.isfinite(self.ratio[self.flagged]).all():
+            return float("inf")
+        return float(self.ratio.max()) if self.ratio.size else 0.0
 
     def tile_of(self, index) -> tuple:
         if len(index) >= 2:
