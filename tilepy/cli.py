@@ -245,8 +245,16 @@ def _cmd_validate(args) -> int:
         if getattr(args, key):
             config[key] = getattr(args, key)
     if args.tile:
-        config["tile"] = tuple(int(t) for t in args.tile.split(","))
-    report = validate(out, op, inputs, **config)
+        try:
+            config["tile"] = tuple(int(t) for t in args.tile.split(","))
+        except ValueError:
+            raise UsageError(f"--tile takes BM,BN (integers), got {args.tile!r}") from None
+    from tilepy.errors import ValidationError
+
+    try:
+        report = validate(out, op, inputs, **config)
+    except ValidationError as err:  # a mistake in the options: no source line to show
+        raise UsageError(err.message + (f" ({err.hint})" if err.hint else "")) from None
     print(report)
     return 0 if report.passed else 1
 

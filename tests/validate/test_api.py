@@ -82,6 +82,11 @@ def test_cli_validate_exit_status():
     bad = subprocess.run(cmd + ["--accumulate", "fp32"], capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 1 and "statistical tier: FAIL" in bad.stdout
+    typo = subprocess.run(cmd + ["--accumulate", "tf33"], capture_output=True, text=True,
+                          timeout=120)
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert typo.stderr == ("tilepy: unknown accumulation model 'tf33' (use one of fp32, "
+                           "tf32, fp16, bf16, fast, promote, exact)\n")
 
 
 def test_the_float32_reference_path_keeps_the_verdicts_of_the_float64_one():
