@@ -101,6 +101,26 @@ def _prob(num, dts, k, s, exact, after, ref_err):
     return None if c is None else bounds.gemm_bound(num, dts, k, s, exact, after, ref_err, c)
 
 
+def _refiner(a32, b32, exact, alpha, beta, const, slack, low, k):
+    """(|output - exact|, bound) -> the bound with the exact sum |a||b| (float64) for the
+    elements whose verdict lies between the lower and the Cauchy-Schwarz bound."""
+    def refine(abs_err, upper):
+        lower = np.abs(exact)
+        lower *= np.float32(low[0])
+        lower += np.float32(low[1])
+        with np.errstate(invalid="ignore"):
+            todo = np.nonzero((abs_err > lower) & (abs_err <= upper))
+        if not todo[0].size:
+            return upper
+        fixed = upper.copy()
+        i, j = todo
+        s = np.einsum("nk,kn->n", np.abs(a32[i]).astype(np.float64),
+                      np.abs(b32[:, j]).astype(np.float64)) * (1 + gamma(k, bounds.U64))
+        fixed[i, j] = (alpha * s + beta * np.abs(exact[i, j]) + const) * slack
+        return fixed
+    return refine
+
+
 def _gemm_float32(a, b, bias, num, dts, k):
     """Large gemms, in one sgemm and a few passes: the reference by float32 BLAS (a float32
     dot product of k terms errs by <= g = gamma_k(2^-24) times S = sum |a||b|). S is bounded
@@ -114,6 +134,7 @@ def _gemm_float32(a, b, bias, num, dts, k):
     if bias is not None:
         exact += bias.astype(np.float32)
         beta += 2.0 ** -22  # the float32 add of the bias to the reference
+    alpha += beta * g  # beta charges |exact|, which the float32 reference may miss by g S
     slack = 1 + 2.0 ** -20  # covers the float32 roundings of the factors and products
     na = np.sqrt(np.einsum("ik,ik->i", a32, a32, dtype=np.float64)) * (1 + 2 * g)
     nb = np.sqrt(np.einsum("kj,kj->j", b32, b32, dtype=np.float64)) * (1 + 2 * g)
@@ -125,22 +146,7 @@ def _gemm_float32(a, b, bias, num, dts, k):
     bound += np.float32(const * slack)
     del tmp
     low = (alpha / (1 + g) + beta, const)  # the bound with S replaced by |exact| / (1 + g)
-
-    def refine(abs_err, upper):
-        """The bound with the exact S where the verdict depends on it."""
-        lower = np.abs(exact)
-        lower *= np.float32(low[0])
-        lower += np.float32(low[1])
-        with np.errstate(invalid="ignore"):
-            todo = np.nonzero((abs_err > lower) & (abs_err <= upper))
-        if not todo[0].size:
-            return upper
-        fixed = upper.copy()
-        i, j = todo
-        s = np.einsum("nk,kn->n", np.abs(a32[i]).astype(np.float64),
-                      np.abs(b32[:, j]).astype(np.float64)) * (1 + gamma(k, bounds.U64))
-        fixed[i, j] = (alpha * s / (1 - g) + beta * np.abs(exact[i, j]) + const) * slack
-        return fixed
+    refine = _refiner(a32, b32, exact, alpha / (1 - g), beta, const, slack, low, k)
     return exact, bound, refine
 
 
@@ -328,6 +334,27 @@ def _pair(v):
     return tuple(v) if isinstance(v, (tuple, list)) else (int(v), int(v))
 
 
+def _conv_candidates(x, w, geo, bias, back, view, dts) -> dict:
+    """fp32 and (for inputs of more than 10 mantissa bits) tf32 convs: float64 on the
+    (rounded) inputs, and a float32 direct conv, on the whole output."""
+    def model(pre):
+        def run():
+            xx = x.astype(np.float32) if pre is None else pre(x.astype(np.float32))
+            ww = w.astype(np.float32) if pre is None else pre(w.astype(np.float32))
+            ideal = conv_nchw(f64(xx), f64(ww), *geo)
+            impl = conv_nchw(np.asarray(xx, np.float32), np.asarray(ww, np.float32), *geo,
+                             dtype=np.float32).astype(np.float64)
+            if bias is not None:
+                ideal, impl = ideal + bias, impl + bias
+            return tuple(back(t).reshape(view) for t in (ideal, impl))
+        return grid(run)
+    cands = {"fp32": model(None)}
+    if max(get_format(d).man_bits for d in dts) > 10:
+        cands["tf32"] = model(_tf32("nearest"))
+        cands["tf32 (truncated inputs)"] = model(_tf32("truncate"))
+    return cands
+
+
 @register("conv2d", ["x", "weight"], ["bias"])
 def conv2d(inp, num: Numerics) -> Prepared:
     o = num.options
@@ -354,21 +381,6 @@ def conv2d(inp, num: Numerics) -> Prepared:
     exact, bound = back(exact), back(bound)
     prob = None if prob is None else back(prob)
     view = (exact.size // exact.shape[-1], exact.shape[-1])
-
-    def model(pre):
-        def run():
-            xx = x.astype(np.float32) if pre is None else pre(x.astype(np.float32))
-            ww = w.astype(np.float32) if pre is None else pre(w.astype(np.float32))
-            ideal = conv_nchw(f64(xx), f64(ww), *geo)
-            impl = conv_nchw(np.asarray(xx, np.float32), np.asarray(ww, np.float32), *geo,
-                             dtype=np.float32).astype(np.float64)
-            if bias is not None:
-                ideal, impl = ideal + bias, impl + bias
-            return tuple(back(t).reshape(view) for t in (ideal, impl))
-        return grid(run)
-    cands = {"fp32": model(None)}
-    if max(get_format(d).man_bits for d in dts) > 10:
-        cands["tf32"] = model(_tf32("nearest"))
-        cands["tf32 (truncated inputs)"] = model(_tf32("truncate"))
+    cands = _conv_candidates(x, w, geo, bias, back, view, dts)
     chosen = num.accumulate if num.accumulate in cands else ""
     return Prepared(exact, bound, view, cands, chosen, prob_bound=prob)

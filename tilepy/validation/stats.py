@@ -108,6 +108,13 @@ def fit_models(out2d, exact2d, bound2d, cands: dict, rows, cols, dtype) -> tuple
         fits.append(Fit(name, float(np.sqrt(t)), ll, float(np.sqrt(k2))))
         dev2 = float(np.mean(((ideal - ex)[ok] / w[ok]) ** 2))
         keep[name] = (ideal, var, ok, max(k2, dev2), int(m.sum()))
+    _mark(fits, keep)
+    return fits, keep
+
+
+def _mark(fits: list, keep: dict) -> None:
+    """A fit is inconsistent when its deviation exceeds FIT_OK noise units or another
+    model is e^LL_GAP times likelier."""
     best = max((f.loglik for f in fits), default=0.0)
     for f in fits:
         n = keep[f.name][4]
@@ -116,7 +123,6 @@ def fit_models(out2d, exact2d, bound2d, cands: dict, rows, cols, dtype) -> tuple
         elif n * (best - f.loglik) > LL_GAP:
             f.consistent = False
             f.why = f"another model is e^{n * (best - f.loglik):.3g} times likelier"
-    return fits, keep
 
 
 def bias_test(z: np.ndarray, sgn: np.ndarray) -> dict:
@@ -206,23 +212,14 @@ def _k2_data(err, bound) -> float:
 
 def run(out2d, exact2d, bound2d, prep, dtype, tile, depth, err2d=None,
         strict=False) -> Stats:
+    """The statistical tier on the output's 2-D view: model fits on a sub-grid, the bias
+    against the configured (else the likeliest) model, the probabilistic bound, groups."""
     if out2d.size == 0:
         return Stats(passed=True, summary="no elements")
     rows, cols = sample(prep.view, depth)
     fits, keep = fit_models(out2d, exact2d, bound2d, prep.candidates, rows, cols, dtype)
     st = Stats(passed=True, fits=fits, chosen=prep.chosen)
-    chosen = [f for f in fits if f.name == prep.chosen or f.name.startswith(prep.chosen + " ")]
-    good = [f.name for f in fits if f.consistent]
-    bad = [f.name for f in fits if not f.consistent]
-    if fits:
-        st.summary = (f"consistent with {', '.join(good) or 'no candidate'}"
-                      + (f", not with {', '.join(bad)}" if bad else ""))
-        st.evidence += [f"model {f.name}: deviation {f.ratio:.3g}x its noise (noise "
-                        f"{f.spread:.3g} of the bound), log-likelihood {f.loglik:.4g}: "
-                        + ("fits" if f.consistent else f"does not fit: {f.why}") for f in fits]
-    if chosen and not any(f.consistent for f in chosen):
-        st.passed = False
-    ref = max(chosen or fits, key=lambda f: f.loglik) if fits else None
+    ref = _classify(st, fits, prep.chosen)
     k2 = 0.0
     if ref is not None:
         ideal, var, ok, k2, _ = keep[ref.name]
@@ -233,6 +230,36 @@ def run(out2d, exact2d, bound2d, prep, dtype, tile, depth, err2d=None,
                            f"rms {b['rms']:.3g}, in noise units over {b['n']} elements")
         st.passed &= not b["flagged"]
     err2d = out2d - exact2d if err2d is None else err2d
+    if prep.prob_bound is not None:
+        st.passed &= _prob_test(st, err2d, prep.prob_bound.reshape(err2d.shape), strict)
+    var = _noise(exact2d, bound2d, err2d, dtype, k2)
+    st.groups = group_test(err2d, exact2d, var, tile)
+    for kind, idx, q, thr, label in st.groups:
+        st.evidence.append(f"{kind} {idx}: {label} {q:.3g} > {thr:.3g}")
+    st.passed &= not st.groups
+    return st
+
+
+def _classify(st: Stats, fits: list, chosen_name: str):
+    """Summary and evidence of the fits; fails `st` when no model of the configured kind
+    fits. Returns the fit the bias is measured against."""
+    chosen = [f for f in fits if f.name == chosen_name or f.name.startswith(chosen_name + " ")]
+    good = [f.name for f in fits if f.consistent]
+    bad = [f.name for f in fits if not f.consistent]
+    if fits:
+        st.summary = (f"consistent with {', '.join(good) or 'no candidate'}"
+                      + (f", not with {', '.join(bad)}" if bad else ""))
+        st.evidence += [f"model {f.name}: deviation {f.ratio:.3g}x its noise (noise "
+                        f"{f.spread:.3g} of the bound), log-likelihood {f.loglik:.4g}: "
+                        + ("fits" if f.consistent else f"does not fit: {f.why}") for f in fits]
+    if chosen and not any(f.consistent for f in chosen):
+        st.passed = False
+    return max(chosen or fits, key=lambda f: f.loglik) if fits else None
+
+
+def _noise(exact2d, bound2d, err2d, dtype, k2) -> np.ndarray:
+    """sigma^2 per element of the whole output (a fresh array the caller may overwrite):
+    the output rounding plus the model's (or the output's own) noise scaled by the bound."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         if exact2d.dtype == np.float32 and dtype == "float32":
             var = np.abs(exact2d)
@@ -242,10 +269,4 @@ def run(out2d, exact2d, bound2d, prep, dtype, tile, depth, err2d=None,
         np.multiply(var, var, out=var)
         var *= 1 / 12
         var += max(k2, _k2_data(err2d, bound2d)) * (bound2d * bound2d)
-    if prep.prob_bound is not None:
-        st.passed &= _prob_test(st, err2d, prep.prob_bound.reshape(err2d.shape), strict)
-    st.groups = group_test(err2d, exact2d, var, tile)
-    for kind, idx, q, thr, label in st.groups:
-        st.evidence.append(f"{kind} {idx}: {label} {q:.3g} > {thr:.3g}")
-    st.passed &= not st.groups
-    return st
+    return var
