@@ -78,3 +78,60 @@ def test_fp8_accumulators_sequential_and_blocked():
     prom = fp8_accumulate(p, 13, 128, False).astype(np.float32)
     assert tilepy.validate(prom, "scaled_gemm", (a, b), accumulate="promote").sound_passed
     assert not tilepy.validate(fast[0], "scaled_gemm", (a, b), accumulate="promote").passed
+
+
+def test_layernorm_variance_algorithms_on_data_with_a_large_mean():
+    """E[x^2] - mu^2 in float32 cancels completely when |mean| >> std: by default (any
+    algorithm) the bound then says nothing (infinite, and the report notes it); with
+    variance="two_pass" a two-pass output is bounded and within."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((32, 512)) + 300).astype(np.float32)
+    g, b = rng.standard_normal(512).astype(np.float32), rng.standard_normal(512).astype(np.float32)
+    n = np.float32(512)
+    mu = np.sum(x, -1, keepdims=True, dtype=np.float32) / n
+    var1 = np.maximum(np.sum(x * x, -1, keepdims=True, dtype=np.float32) / n - mu * mu, 0)
+    one = (x - mu) * (np.float32(1) / np.sqrt(var1 + np.float32(1e-5))) * g + b
+    rep = tilepy.validate(one.astype(np.float32), "layernorm", (x, g, b))
+    assert rep.sound_passed and np.isinf(rep.bound).all()
+    assert any("no finite bound" in n for n in rep.notes)
+    d = x - mu
+    var2 = np.sum(d * d, -1, keepdims=True, dtype=np.float32) / n
+    two = d * (np.float32(1) / np.sqrt(var2 + np.float32(1e-5))) * g + b
+    rep = tilepy.validate(two.astype(np.float32), "layernorm", (x, g, b), variance="two_pass")
+    assert rep.sound_passed and np.isfinite(rep.bound).all() and rep.max_ratio > 1e-3
+    assert not tilepy.validate(one.astype(np.float32), "layernorm", (x, g, b),
+                               variance="two_pass").sound_passed
+
+
+def _online_softmax(x):
+    m = np.full((x.shape[0], 1), -np.inf, np.float32)
+    s = np.zeros((x.shape[0], 1), np.float32)
+    for c in range(0, x.shape[1], 32):
+        blk = x[:, c:c + 32]
+        new = np.maximum(m, blk.max(-1, keepdims=True))
+        s = s * np.exp(m - new) + np.exp(blk - new).sum(-1, keepdims=True, dtype=np.float32)
+        m = new
+    return (np.exp(x - m) / s).astype(np.float32)
+
+
+def test_online_softmax_in_chunks_of_32():
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((16, 1000)) * 8).astype(np.float32)
+    assert tilepy.validate(_online_softmax(x), "softmax", (x,)).sound_passed
+    xb = x.astype(BF16)
+    yb = _online_softmax(xb.astype(np.float32)).astype(BF16)
+    assert tilepy.validate(yb, "softmax", (xb,)).sound_passed
+
+
+def test_a_simulated_tf32_conv_is_classified_as_tf32():
+    from tilepy.validation.ops import conv_nchw
+
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((2, 8, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    xt = round_mantissa(x, 10).astype(np.float32)
+    wt = round_mantissa(w, 10).astype(np.float32)
+    out = conv_nchw(xt, wt, (1, 1), (1, 1), (1, 1), 1, dtype=np.float32)
+    rep = tilepy.validate(out, "conv2d", (x, w), padding=1, accumulate="tf32")
+    assert rep.passed
+    assert rep.stats.summary.startswith("consistent with tf32, not with fp32")

@@ -86,6 +86,11 @@ def _check(name, num, out, prep: Prepared, tile, depth) -> Report:
         abs_err = np.abs(err)
     bound = prep.refine(abs_err, prep.bound) if prep.refine else prep.bound
     v = prep.view
+    inf = int(np.count_nonzero(np.isinf(bound)))
+    if inf and not any("no finite bound" in n for n in prep.notes):
+        prep.notes.append(f"{inf} elements have no finite bound: the config allows "
+                          "algorithms whose error can be unbounded on these inputs "
+                          "(layernorm: pass variance='two_pass' if the backend centres)")
     st = stats_mod.run(out.reshape(v), prep.exact.reshape(v), bound.reshape(v), prep,
                        num.output, tile, depth, err.reshape(v), num.rounding == "nearest")
     return Report(name, num, out, prep.exact, bound, st, tile, prep.notes, err, abs_err)

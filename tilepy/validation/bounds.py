@@ -159,15 +159,19 @@ def _rsqrt_rel(num: Numerics, delta, var_eps) -> np.ndarray:
 def layernorm_bound(num: Numerics, x, g, b, eps, exact) -> np.ndarray:
     """y = (x - mu) rstd g + b over the last axis, by any algorithm (two-pass, Welford,
     one-pass E[x^2] - mu^2): mu within gamma_{n+1} mean|x|; var within 3 gamma_{n+4}
-    mean(x^2) + 2|mu| dmu + dmu^2; then the centred value, two multiplies, an optional
+    mean(x^2) + 2|mu| dmu + dmu^2 (variance="two_pass": the sum of (x - mu_hat)^2 =
+    n (var + dmu^2), within gamma_{n+3} of it, plus dmu^2); then the centred value, two multiplies, an optional
     rounding of the normalised value to the output dtype, the bias add."""
     n = x.shape[-1]
     uc = num.u(num.compute)
     mu = x.mean(-1, keepdims=True)
     ms = (x * x).mean(-1, keepdims=True)
-    var = np.maximum(ms - mu * mu, 0.0)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
     dmu = gamma(n + 1, uc) * np.abs(x).mean(-1, keepdims=True)
-    dvar = 3 * gamma(n + 4, uc) * ms + 2 * np.abs(mu) * dmu + dmu * dmu
+    if num.options.get("variance") == "two_pass":  # sum (x - mu_hat)^2: no cancellation
+        dvar = gamma(n + 3, uc) * (var + dmu * dmu) + dmu * dmu
+    else:
+        dvar = 3 * gamma(n + 4, uc) * ms + 2 * np.abs(mu) * dmu + dmu * dmu
     rel_r = _rsqrt_rel(num, dvar, var + eps)
     rstd = 1 / np.sqrt(var + eps)
     d = np.abs(x - mu)

@@ -33,7 +33,7 @@ KNOWN_KEYS = {"inputs", "compute", "output", "accumulate", "mantissa_bits", "pro
               "intermediate", "eps", "rounding", "tile", "causal", "scale", "stride",
               "padding", "dilation", "groups", "layout", "reduction", "ignore_index",
               "transpose_a", "transpose_b", "atol", "rtol", "sample", "reference",
-              "axis", "label_smoothing", "weight_layout", "dim"}
+              "axis", "label_smoothing", "weight_layout", "dim", "variance"}
 
 
 @dataclass(frozen=True)
