@@ -160,8 +160,9 @@ def layernorm_bound(num: Numerics, x, g, b, eps, exact) -> np.ndarray:
     """y = (x - mu) rstd g + b over the last axis, by any algorithm (two-pass, Welford,
     one-pass E[x^2] - mu^2): mu within gamma_{n+1} mean|x|; var within 3 gamma_{n+4}
     mean(x^2) + 2|mu| dmu + dmu^2 (variance="two_pass": the sum of (x - mu_hat)^2 =
-    n (var + dmu^2), within gamma_{n+3} of it, plus dmu^2); then the centred value, two multiplies, an optional
-    rounding of the normalised value to the output dtype, the bias add."""
+    n (var + dmu^2), within gamma_{n+3} of it, plus dmu^2); then the centred value, two
+    multiplies, an optional rounding of the normalised value to the output dtype, the
+    bias add."""
     n = x.shape[-1]
     uc = num.u(num.compute)
     mu = x.mean(-1, keepdims=True)
