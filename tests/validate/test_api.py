@@ -177,3 +177,13 @@ def test_batched_nan_and_empty_outputs():
     assert rep.worst(1)[0]["index"] == (1, 2, 3)
     x, y = np.zeros((0, 5), np.float32), np.zeros((5, 3), np.float32)
     assert tilepy.validate(x @ y, "gemm", (x, y)).passed
+
+
+def test_softmax_along_another_axis():
+    from tilepy.validation.rowops import softmax_exact
+
+    x = np.random.default_rng(0).standard_normal((6, 40, 5)).astype(np.float32)
+    y = np.moveaxis(softmax_exact(np.moveaxis(x, 1, -1).astype(np.float64)), -1, 1)
+    y = y.astype(np.float32)
+    assert tilepy.validate(y, "softmax", (x,), dim=1).passed
+    assert not tilepy.validate(y, "softmax", (x,)).sound_passed

@@ -39,13 +39,16 @@ def _computes(num: Numerics, storage: str) -> list[str]:
     return out
 
 
-def _prepared(exact, bound, num, run, computes, label="compute") -> Prepared:
-    """Candidates "compute <c>" from run(c, impl) -> output array (float64)."""
+def _prepared(exact, bound, num, run, computes, label="compute", back=None) -> Prepared:
+    """Candidates "compute <c>" from run(c, impl) -> output array (float64); `back` puts
+    the reduced axis back where the output has it."""
+    back = back or (lambda t: t)
+
     def cand(c):
-        return grid(lambda: tuple(_view(run(c, impl))
-                                  for impl in (False, True)))
+        return grid(lambda: tuple(_view(back(run(c, impl))) for impl in (False, True)))
     cands = {f"{label} {c}": cand(c) for c in computes}
     chosen = f"{label} {num.compute}"
+    exact, bound = back(exact), back(bound)
     return Prepared(exact, bound, _view(exact).shape, cands, chosen if chosen in cands else "")
 
 
@@ -74,7 +77,8 @@ def softmax_exact(x):
 
 @register("softmax", ["x"])
 def softmax(inp, num: Numerics) -> Prepared:
-    x = np.moveaxis(np.asarray(inp["x"]), int(num.options.get("dim", -1)), -1)
+    dim = int(num.options.get("dim", -1))
+    x = np.moveaxis(np.asarray(inp["x"]), dim, -1)
     X = f64(x)
     exact = softmax_exact(X)
     bound = bounds.softmax_bound(num, X, exact)
@@ -83,7 +87,8 @@ def softmax(inp, num: Numerics) -> Prepared:
         r, ex, sm = _ops(c, impl)
         e = r(ex(r(X - X.max(-1, keepdims=True))))
         return r(e / sm(e, -1))
-    return _prepared(exact, bound, num, run, _computes(num, dtype_of(x)))
+    return _prepared(exact, bound, num, run, _computes(num, dtype_of(x)),
+                     back=lambda t: np.moveaxis(t, -1, dim))
 
 
 # ---------------------------------------------------------------- norms
