@@ -19,6 +19,7 @@ _NAMES = {  # public name -> (module, attribute)
     "Kernel": ("tilepy.kernel", "Kernel"),
     "compile": ("tilepy.kernel", "compile"),
     "dtype": ("tilepy.precision.formats", "get_format"),
+    "validate": ("tilepy.validation", "validate"),
 }
 _SUBMODULES = frozenset({"errors", "language", "kernel", "kernels", "cli", "frontend", "ir",
                          "interpreter", "precision", "parallel", "models"})

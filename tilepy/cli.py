@@ -231,6 +231,36 @@ def _cmd_version(args) -> int:
     return 0
 
 
+def _cmd_validate(args) -> int:
+    """`tilepy validate FILE.npz [--op OP] [--accumulate MODEL] [--tile BM,BN]`: the .npz
+    holds `out` and the inputs by role (and `meta`, as tests/data/gpu/capture.py writes);
+    prints the report; status 1 if it fails."""
+    from tilepy.validation import load_case, validate
+
+    if not os.path.isfile(args.file):
+        raise UsageError(f"no such file: {args.file}")
+    out, op, inputs, config = load_case(args.file)
+    op = args.op or op
+    if not op:
+        raise UsageError(f"{args.file} names no op: pass --op (gemm, softmax, ...)")
+    for key in ("accumulate", "compute", "output"):
+        if getattr(args, key):
+            config[key] = getattr(args, key)
+    if args.tile:
+        try:
+            config["tile"] = tuple(int(t) for t in args.tile.split(","))
+        except ValueError:
+            raise UsageError(f"--tile takes BM,BN (integers), got {args.tile!r}") from None
+    from tilepy.errors import ValidationError
+
+    try:
+        report = validate(out, op, inputs, **config)
+    except ValidationError as err:  # a mistake in the options: no source line to show
+        raise UsageError(err.message + (f" ({err.hint})" if err.hint else "")) from None
+    print(report)
+    return 0 if report.passed else 1
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tilepy", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -247,6 +277,15 @@ def _parser() -> argparse.ArgumentParser:
     p_aot.add_argument("modules", nargs="+", help="module names or .py files")
     p_aot.set_defaults(run=_cmd_jit_compile)
     sub.add_parser("version", help="print versions").set_defaults(run=_cmd_version)
+    p_val = sub.add_parser("validate", help="check a backend's output saved in an .npz")
+    p_val.add_argument("file", help="FILE.npz with `out`, the inputs by role, optional meta")
+    p_val.add_argument("--op", help="gemm, scaled_gemm, softmax, layernorm, rmsnorm, "
+                                    "attention, conv2d, cross_entropy")
+    p_val.add_argument("--accumulate", help="fp32, tf32, fp16, bf16, fast, promote, exact")
+    p_val.add_argument("--compute", help="the compute dtype (default float32)")
+    p_val.add_argument("--output", help="the output's dtype when stored as bit patterns")
+    p_val.add_argument("--tile", help="BM,BN: tiles named for the worst elements")
+    p_val.set_defaults(run=_cmd_validate)
     return parser
 
 

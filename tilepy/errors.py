@@ -35,3 +35,13 @@ class SizeError(TilepyError):
     """A block, tile or grid size that no launch can run: a block or tile size of 0 or
     below, a grid extent below 0, a block-local buffer larger than this machine's memory.
     Raised when the kernel is built where the size is known then, else when it is called."""
+
+
+class ValidationError(TilepyError):
+    """`tilepy.validate` arguments that do not describe a check: an unknown op, option or
+    dtype, inputs that are missing or of the wrong shape, an output of the wrong shape."""
+
+
+class MismatchError(TilepyError, AssertionError):
+    """`tilepy.testing.assert_matches`: an output that fails validation (pytest shows the
+    report: which elements, by how much, against which bound, which model fits better)."""
