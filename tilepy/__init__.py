@@ -17,13 +17,18 @@ _ERRORS = ("ArgumentError", "KernelRuntimeError", "LoweringError", "OutOfBoundsE
 _NAMES = {  # public name -> (module, attribute)
     **{name: ("tilepy.errors", name) for name in _ERRORS},
     "Kernel": ("tilepy.kernel", "Kernel"),
-    "compile": ("tilepy.kernel", "compile"),
+    "compile": ("tilepy.tileop.compiled", "compile"),
     "dtype": ("tilepy.precision.formats", "get_format"),
+    "tile_op": ("tilepy.tileop", "tile_op"),
+    "Tensor": ("tilepy.tileop", "Tensor"),
+    "symbolic": ("tilepy.tileop", "symbolic"),
 }
 _SUBMODULES = frozenset({"errors", "language", "kernel", "kernels", "cli", "frontend", "ir",
-                         "interpreter", "precision", "parallel", "models"})
+                         "interpreter", "precision", "parallel", "models",
+                         "tileop"})
 
-__all__ = [*_ERRORS, "Kernel", "backend", "compile", "dtype", "jit"]
+__all__ = [*_ERRORS, "Kernel", "backend", "compile", "dtype", "jit", "tile_op", "Tensor",
+           "symbolic"]
 
 
 def __getattr__(name: str):
