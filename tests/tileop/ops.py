@@ -1,0 +1,91 @@
+"""Tile ops the tests run: the issue's matmul verbatim, and one op per construct."""
+
+import math
+
+from tilepy import Tensor, tile_op
+import tilepy.language as T
+
+M, N, K = T.symbolic("M"), T.symbolic("N"), T.symbolic("K")
+
+
+@tile_op
+def matmul(a: Tensor[M, K], b: Tensor[K, N]) -> Tensor[M, N]:
+    return sum(a[i, k] * b[k, j] for k in range(K))
+
+
+@tile_op
+def matmul_tt(a: Tensor[K, M, "bfloat16"], b: Tensor[N, K, "bfloat16"]) -> Tensor[M, N]:
+    return sum(a[k, i] * b[j, k] for k in range(K))
+
+
+@tile_op
+def matmul_bf16(a: Tensor[M, K, "bfloat16"], b: Tensor[K, N, "bfloat16"]) \
+        -> Tensor[M, N, "bfloat16"]:
+    return sum(a[i, k] * b[k, j] for k in range(K))
+
+
+@tile_op
+def softmax(x: Tensor[M, N]) -> Tensor[M, N]:
+    m = max(x[i, k] for k in range(N))
+    return T.exp(x[i, j] - m) / sum(T.exp(x[i, k] - m) for k in range(N))
+
+
+@tile_op
+def layernorm(x: Tensor[M, N], g: Tensor[N], b: Tensor[N]) -> Tensor[M, N]:
+    mean = sum(x[i, k] for k in range(N)) / T.cast(N, "float32")
+    var = sum((x[i, k] - mean) * (x[i, k] - mean) for k in range(N)) / T.cast(N, "float32")
+    return (x[i, j] - mean) * T.rsqrt(var + 1e-5) * g[j] + b[j]
+
+
+@tile_op
+def rmsnorm(x: Tensor[M, N], w: Tensor[N]) -> Tensor[M, N]:
+    r = T.rsqrt(sum(x[i, k] * x[i, k] for k in range(N)) / T.cast(N, "float32") + 1e-6)
+    return x[i, j] * r * w[j]
+
+
+C = math.sqrt(2.0 / math.pi)
+
+
+def gelu(v):
+    return 0.5 * v * (1.0 + T.tanh(C * (v + 0.044715 * v * v * v)))
+
+
+@tile_op
+def bias_gelu(x: Tensor[M, N], b: Tensor[N]) -> Tensor[M, N]:
+    return gelu(x[i, j] + b[j])
+
+
+@tile_op
+def bias_gelu_bf16(x: Tensor[M, N, "bfloat16"], b: Tensor[N, "bfloat16"]) \
+        -> Tensor[M, N, "bfloat16"]:
+    return gelu(x[i, j] + b[j])
+
+
+@tile_op
+def row_sum(x: Tensor[M, N]) -> Tensor[M]:
+    return sum(x[i, k] for k in range(N))
+
+
+@tile_op
+def row_stats(x: Tensor[M, N]) -> (Tensor[M], Tensor[M]):
+    return max(x[i, k] for k in range(N)), min(x[i, k] for k in range(N) if x[i, k] > 0)
+
+
+@tile_op
+def causal_relu(x: Tensor[M, N]) -> Tensor[M, N, "float16"]:
+    return T.cast(x[i, j] if i >= j else T.if_then_else(x[i, j] > 0, x[i, j], -1.0), "float16")
+
+
+@tile_op(tiles={"i": 16, "j": 32, "k": 8})
+def matmul_bias_relu(a: Tensor[M, K], b: Tensor[K, N], c: Tensor[N]) -> Tensor[M, N]:
+    return T.max(sum(a[i, k] * b[k, j] for k in range(K)) + c[j], 0.0)
+
+
+@tile_op
+def scale_rows(x: Tensor[M, N], s: Tensor[M, 1]) -> Tensor[M, N]:
+    return x[i, j] * s[i, 0] + T.cast(j, "float32")
+
+
+@tile_op(index="b i j")
+def batched_scores(q: Tensor[M, N, K], kt: Tensor[M, N, K]) -> Tensor[M, N, N]:
+    return sum(q[b, i, d] * kt[b, j, d] for d in range(K))
