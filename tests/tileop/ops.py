@@ -1,9 +1,10 @@
 """Tile ops the tests run: the issue's matmul verbatim, and one op per construct."""
+# ruff: noqa: F821  (i, j, b are the outputs' index names: free in a tile op body by design)
 
 import math
 
-from tilepy import Tensor, tile_op
 import tilepy.language as T
+from tilepy import Tensor, tile_op
 
 M, N, K = T.symbolic("M"), T.symbolic("N"), T.symbolic("K")
 

@@ -1,5 +1,6 @@
 """@tile_op errors: each is a TilepyError that names this file and the offending line, shows
 the line with a caret under the construct, and gives a hint."""
+# ruff: noqa: F821  (i, j are the outputs' index names: free in a tile op body by design)
 
 import os
 
@@ -8,9 +9,9 @@ import pytest
 
 import tilepy
 import tilepy.language as T
+from tests.tileop import ops
 from tilepy import Tensor, tile_op
 from tilepy.errors import ArgumentError, TilepyError, TileSyntaxError, TileTypeError
-from tests.tileop import ops
 
 M, N, K = T.symbolic("M"), T.symbolic("N"), T.symbolic("K")
 P = T.symbolic("P")
@@ -45,10 +46,10 @@ def test_unsupported_statement():
     with pytest.raises(TileSyntaxError) as e:
         @tile_op
         def bad(a: Tensor[M, K]) -> Tensor[M]:
-            for q in range(3):  # MARK-for
+            for _q in range(3):  # MARK-for
                 pass
             return a[i, 0]
-    check(e.value, "MARK-for", "for q", "For statements are not supported in a tile op")
+    check(e.value, "MARK-for", "for _q", "For statements are not supported in a tile op")
 
 
 def test_tile_statement_in_a_body():

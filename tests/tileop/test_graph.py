@@ -4,9 +4,9 @@ producer, and gives interp(unfused) == interp(fused) == jit(fused), bit for bit.
 import numpy as np
 
 import tilepy
+from tests.tileop import ops
 from tilepy.ir.verify import verify
 from tilepy.precision.formats import get_format
-from tests.tileop import ops
 
 BF16 = get_format("bfloat16").np_dtype
 RNG = np.random.default_rng(3)

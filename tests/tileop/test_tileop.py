@@ -5,7 +5,7 @@ model, and the errors (file, line, caret)."""
 import numpy as np
 import pytest
 
-import tilepy
+from tests.tileop import ops
 from tilepy.ir.verify import verify
 from tilepy.kernels import bias_gelu as lib_bias_gelu
 from tilepy.kernels import gemm as lib_gemm
@@ -15,7 +15,6 @@ from tilepy.kernels import row_reduce as lib_row_reduce
 from tilepy.kernels import softmax as lib_softmax
 from tilepy.precision.formats import get_format
 from tilepy.tileop import schedule
-from tests.tileop import ops
 
 BF16 = get_format("bfloat16").np_dtype
 RNG = np.random.default_rng(7)
