@@ -14,6 +14,7 @@ drops what lies past the end). Semantics stay the op table's and the statements'
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from tilepy.errors import NOLOC
@@ -27,7 +28,9 @@ from tilepy.ir.stmt import (
     For,
     ForKind,
     Gemm,
+    If,
     Launch,
+    Let,
     PrimFunc,
     Reduce,
     Store,
@@ -184,6 +187,8 @@ class _Launch:
         self.stmts: list = []
         self.frags: dict = {}  # (param, indices, id(where)) -> fragment
         self.red_frags: dict = {}  # placeholder name -> (fragment, dims)
+        self.chunks: dict = {}  # launch-level reduction -> (chunk fragment, dims, bk, Red)
+        self.markers: dict = {}  # a reused chunk's stand-in -> (chunk fragment, dims)
 
     def alloc(self, base: str, shape: tuple[int, ...], dt, scope=Scope.FRAGMENT) -> Buffer:
         buf = Buffer(self.low.fresh(base), tuple(Const(s, int32) for s in shape), dt, scope)
@@ -270,6 +275,8 @@ class _Launch:
         loop: list = []
         self.reductions(reds, red.var.name, inner, loop)
         t = self.alloc("chunk", shape + (bk,), acc)
+        if where is self.stmts:
+            self.chunks[red.out.name] = (t, dims, bk, red)
         local = self.locals(dims + [red.var.name], inner)
         value = self.subst(red.body, local, inner, loop)
         if not (isinstance(red.extent, Const) and int(red.extent.value) % bk == 0):
@@ -277,8 +284,10 @@ class _Launch:
             inside = exprs.call(Op.LT, [kk, red.extent], red.loc)
             value = exprs.call(Op.SELECT, [inside, value, ident], red.loc)
         idx = [local[d] for d in dims] or [_ZERO]
+        lets, value = self.common(value, red.loc)
         store = Store(t, tuple(idx) + (local[red.var.name],), value, loc=red.loc)
-        loop.append(self.parallel(dims + [red.var.name], local, inner, store, red.loc))
+        loop.extend(self.parallel(dims + [red.var.name], local, inner, lets + [store],
+                                  red.loc))
         loop.append(Reduce(red.kind, full_region(t), full_region(r_frag), len(shape),
                            clear=False, loc=red.loc))
         where.append(For(ko, _ZERO, ceildiv(red.extent, bk), _ONE, ForKind.SERIAL,
@@ -294,32 +303,89 @@ class _Launch:
             self.stmts.append(Copy(full_region(r_frag[0]), region, loc=self.loc))
             return
         o_frag = self.alloc(out.name + "_tile", tiles, out.dtype)
-        local = self.locals(names, ctx)
-        value = self.subst(e, local, ctx, self.stmts)
-        store = Store(o_frag, tuple(local[n] for n in names), value, loc=self.loc)
-        self.stmts.append(self.parallel(names, local, ctx, store, self.loc))
+        reused, conds = self.reusable(e, names, ctx)
+        if not reused:
+            self.store_tile(o_frag, e, names, ctx, self.stmts)
+        else:  # a row that is one chunk: read the chunks' values instead of recomputing
+            then: list = []
+            self.store_tile(o_frag, reused, names, ctx, then)
+            if not conds:
+                self.stmts.extend(then)
+            else:
+                other: list = []
+                self.store_tile(o_frag, e, names, ctx, other)
+                cond = conds[0]
+                for c in conds[1:]:
+                    cond = exprs.call(Op.AND, [cond, c], self.loc)
+                self.stmts.append(If(cond, tuple(then), tuple(other), loc=self.loc))
         self.stmts.append(Copy(full_region(o_frag), region, loc=self.loc))
+
+    def store_tile(self, o_frag: Buffer, e: Expr, names: list[str], ctx: dict,
+                   where: list) -> None:
+        local = self.locals(names, ctx)
+        value = self.subst(e, local, ctx, where)
+        lets, value = self.common(value, self.loc)
+        store = Store(o_frag, tuple(local[n] for n in names), value, loc=self.loc)
+        where.extend(self.parallel(names, local, ctx, lets + [store], self.loc))
+
+    def reusable(self, e: Expr, names: list[str], ctx: dict):
+        """e with each reduction body that it recomputes at a column index j (the body
+        with the reduction's variable renamed j) replaced by a read of that reduction's
+        chunk, and the run-time conditions under which the chunk holds those values (the
+        reduction ran one chunk that is this column tile): (None, []) if nothing reuses."""
+        out, conds = e, []
+        biggest_first = sorted(self.chunks.values(), key=lambda c: -_size(c[3].body))
+        for t, dims, bk, red in biggest_first:
+            for j in names:
+                if j in dims or not set(dims) <= set(names) or ctx[j].tile != bk or \
+                        ctx[j].extent != red.extent:
+                    continue
+                s = _rename(red.body, red.var.name, self.body.index[j])
+                if not isinstance(s, (Call, Load)) or not _contains(out, s):
+                    continue
+                marker = Var(self.low.fresh("__c"), s.dtype)
+                self.markers[marker.name] = (t, dims + [j])
+                out = _replace(out, s, marker)
+                if not (isinstance(red.extent, Const) and int(red.extent.value) <= bk):
+                    conds.append(exprs.call(Op.LE, [red.extent, bk], self.loc))
+                break
+        return (out, conds) if out is not e else (None, [])
 
     def locals(self, names: list[str], ctx: dict) -> dict[str, Expr]:
         """A loop variable per index of tile size > 1; the constant 0 for the others."""
         return {n: Var(self.low.fresh(n.split("_")[0] + "_t"), int32) if ctx[n].tile > 1
                 else _ZERO for n in names}
 
-    def parallel(self, names: list[str], local: dict, ctx: dict, body, loc):
-        stmt = body
+    def parallel(self, names: list[str], local: dict, ctx: dict, body: list, loc):
+        stmts = tuple(body)
         for n in reversed(names):
             v = local[n]
             if isinstance(v, Var):
-                stmt = For(v, _ZERO, Const(ctx[n].tile, int32), _ONE, ForKind.PARALLEL,
-                           (stmt,), loc=loc)
-        return stmt
+                stmts = (For(v, _ZERO, Const(ctx[n].tile, int32), _ONE, ForKind.PARALLEL,
+                             stmts, loc=loc),)
+        return list(stmts)
+
+    def common(self, value: Expr, loc) -> tuple[list, Expr]:
+        """Bind each subexpression that occurs more than once (a local name the body used
+        several times) to a `Let`, innermost first: the same operations on the same values,
+        computed once."""
+        lets: list = []
+        while True:
+            counts = Counter(_calls(value))
+            repeated = [c for c, n in counts.items() if n > 1]
+            if not repeated:
+                return lets, value
+            c = min(repeated, key=lambda x: sum(1 for _ in _calls(x)))
+            v = Var(self.low.fresh("v"), c.dtype)
+            lets.append(Let(v, c, loc=loc))
+            value = _replace(value, c, v)
 
     def subst(self, e: Expr, local: dict, ctx: dict, where: list) -> Expr:
         """e inside a loop nest: indices are tile start + loop variable, operands load
         from fragments (copied into `where` the first time), reductions from theirs."""
         if isinstance(e, Var):
-            if e.name in self.red_frags:
-                frag, dims = self.red_frags[e.name]
+            if e.name in self.markers or e.name in self.red_frags:
+                frag, dims = self.markers.get(e.name) or self.red_frags[e.name]
                 return Load(frag, tuple(local[d] for d in dims) or (_ZERO,))
             if e.name in ctx:
                 return exprs.call(Op.ADD, [ctx[e.name].start, local[e.name]], self.loc) \
@@ -341,6 +407,41 @@ class _Launch:
             where.append(Copy(_region(ld, ctx), full_region(frag), loc=self.loc))
             self.frags[key] = frag
         return self.frags[key]
+
+
+def _calls(e: Expr):
+    if isinstance(e, Call):
+        yield e
+        for a in e.args:
+            yield from _calls(a)
+
+
+def _replace(e: Expr, old: Expr, new: Var) -> Expr:
+    if e == old:
+        return new
+    if isinstance(e, Call):
+        return Call(e.op, tuple(_replace(a, old, new) for a in e.args), e.dtype, e.loc)
+    return e
+
+
+def _size(e: Expr) -> int:
+    if isinstance(e, Call):
+        return 1 + sum(_size(a) for a in e.args)
+    return 1
+
+
+def _contains(e: Expr, sub: Expr) -> bool:
+    return e == sub or isinstance(e, Call) and any(_contains(a, sub) for a in e.args)
+
+
+def _rename(e: Expr, name: str, new: Var) -> Expr:
+    if isinstance(e, Var):
+        return new if e.name == name else e
+    if isinstance(e, Load):
+        return Load(e.buffer, tuple(_rename(x, name, new) for x in e.indices))
+    if isinstance(e, Call):
+        return Call(e.op, tuple(_rename(a, name, new) for a in e.args), e.dtype, e.loc)
+    return e
 
 
 def _tile_shape(ld: Load, ctx: dict) -> tuple[int, ...]:
