@@ -279,15 +279,19 @@ class _Launch:
             self.chunks[red.out.name] = (t, dims, bk, red)
         local = self.locals(dims + [red.var.name], inner)
         value = self.subst(red.body, local, inner, loop)
-        if not (isinstance(red.extent, Const) and int(red.extent.value) % bk == 0):
-            kk = exprs.call(Op.ADD, [start, local[red.var.name]], red.loc)
-            inside = exprs.call(Op.LT, [kk, red.extent], red.loc)
-            value = exprs.call(Op.SELECT, [inside, value, ident], red.loc)
-        idx = [local[d] for d in dims] or [_ZERO]
+        idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
         lets, value = self.common(value, red.loc)
-        store = Store(t, tuple(idx) + (local[red.var.name],), value, loc=red.loc)
+        store = Store(t, idx, value, loc=red.loc)
         loop.extend(self.parallel(dims + [red.var.name], local, inner, lets + [store],
                                   red.loc))
+        if not (isinstance(red.extent, Const) and int(red.extent.value) % bk == 0):
+            # past the end, the identity (a separate pass, as the library kernels mask)
+            local = self.locals(dims + [red.var.name], inner)
+            idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
+            kk = exprs.call(Op.ADD, [start, local[red.var.name]], red.loc)
+            past = exprs.call(Op.GE, [kk, red.extent], red.loc)
+            mask = If(past, (Store(t, idx, ident, loc=red.loc),), loc=red.loc)
+            loop.extend(self.parallel(dims + [red.var.name], local, inner, [mask], red.loc))
         loop.append(Reduce(red.kind, full_region(t), full_region(r_frag), len(shape),
                            clear=False, loc=red.loc))
         where.append(For(ko, _ZERO, ceildiv(red.extent, bk), _ONE, ForKind.SERIAL,
