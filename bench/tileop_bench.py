@@ -76,6 +76,20 @@ def row_sum(x: Tensor[M, N]) -> Tensor[M]:
     return sum(x[i, k] for k in range(N))
 
 
+B, H, S, D = T.symbolic("B"), T.symbolic("H"), T.symbolic("S"), T.symbolic("D")
+SCALE = 1.0 / math.sqrt(64)
+
+
+@tile_op(index="b h i d")
+def attention(q: Tensor[B, H, S, D], k: Tensor[B, H, S, D], v: Tensor[B, H, S, D]) \
+        -> Tensor[B, H, S, D]:
+    m = max(sum(q[b, h, i, e] * k[b, h, l, e] for e in range(D)) for l in range(S))
+    z = sum(T.exp((sum(q[b, h, i, e] * k[b, h, l, e] for e in range(D)) - m) * SCALE)
+            for l in range(S))
+    return sum(T.exp((sum(q[b, h, i, e] * k[b, h, l, e] for e in range(D)) - m) * SCALE)
+               * v[b, h, l, d] for l in range(S)) / z
+
+
 def gemm_bias_gelu(x, w, b):
     return bias_gelu(matmul(x, w), b)
 
@@ -95,6 +109,7 @@ def _rows(r):
     a, b = r.standard_normal((512, 512)).astype(f32), r.standard_normal((512, 512)).astype(f32)
     xm, w1 = r.standard_normal((512, 256)).astype(f32), r.standard_normal((256, 1024)).astype(f32)
     w2 = r.standard_normal((1024, 256)).astype(f32)
+    qkv = tuple(r.standard_normal((1, 2, 256, 64)).astype(f32) for _ in range(3))
     g, gu = tilepy.compile(gemm_bias_gelu), tilepy.compile(gemm_bias_gelu, fuse=False)
     m, mu = tilepy.compile(mlp), tilepy.compile(mlp, fuse=False)
     k_gemm, k_bg = lib.gemm(in_dtype="float32"), lib.bias_gelu(dtype="float32")
@@ -115,6 +130,8 @@ def _rows(r):
         ("rmsnorm 2048x1024", rmsnorm, [rmsnorm], lib.rmsnorm(), [lib.rmsnorm], (x, vec)),
         ("row sum 2048x1024", row_sum, [row_sum], lib.row_reduce(), [lib.row_reduce], (x,)),
         ("bias+GELU 2048x1024", bias_gelu, [bias_gelu], k_bg, [lib.bias_gelu], (x, vec)),
+        ("attention 1x2x256x64 (3 passes, no online softmax)", attention, [attention],
+         lib.flash_attention(1, 2, 256, 64), [lib.flash_attention], qkv),
     ]
 
 

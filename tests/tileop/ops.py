@@ -90,3 +90,15 @@ def scale_rows(x: Tensor[M, N], s: Tensor[M, 1]) -> Tensor[M, N]:
 @tile_op(index="b i j")
 def batched_scores(q: Tensor[M, N, K], kt: Tensor[M, N, K]) -> Tensor[M, N, N]:
     return sum(q[b, i, d] * kt[b, j, d] for d in range(K))
+
+
+B, H, S, D = T.symbolic("B"), T.symbolic("H"), T.symbolic("S"), T.symbolic("D")
+
+
+@tile_op(index="b h i d", tiles={"i": 8, "d": 8, "l": 16, "e": 8})
+def attention(q: Tensor[B, H, S, D], k: Tensor[B, H, S, D], v: Tensor[B, H, S, D]) \
+        -> Tensor[B, H, S, D]:
+    m = max(sum(q[b, h, i, e] * k[b, h, l, e] for e in range(D)) for l in range(S))
+    z = sum(T.exp(sum(q[b, h, i, e] * k[b, h, l, e] for e in range(D)) - m) for l in range(S))
+    return sum(T.exp(sum(q[b, h, i, e] * k[b, h, l, e] for e in range(D)) - m) * v[b, h, l, d]
+               for l in range(S)) / z

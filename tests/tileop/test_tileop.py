@@ -71,6 +71,7 @@ def test_operators_equal_their_library_kernels(name, make, lib):
     ("scale_rows", lambda: (rand(20, 300), rand(20, 1))),
     ("batched_scores", lambda: (rand(3, 20, 8), rand(3, 20, 8))),
     ("bias_gelu_bf16", lambda: (rand(20, 30, dtype=BF16), rand(30, dtype=BF16))),
+    ("attention", lambda: tuple(rand(1, 2, 37, 8) for _ in range(3))),  # nested reductions
 ])
 def test_constructs_equal_the_index_expression(name, make):
     op, args = getattr(ops, name), make()
@@ -88,7 +89,7 @@ def test_the_reference_folds_k_ascending_and_sees_the_filter():
 
 
 def test_kernel_ir_verifies_and_names_the_users_lines():
-    for op in (ops.matmul, ops.softmax, ops.row_stats, ops.batched_scores):
+    for op in (ops.matmul, ops.softmax, ops.row_stats, ops.batched_scores, ops.attention):
         verify(op.kernel.func)
     text = str(ops.softmax.kernel.ir)
     assert "T.reduce_max(" in text and "T.reduce_sum(" in text and "T.Parallel" in text

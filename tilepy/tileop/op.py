@@ -136,9 +136,10 @@ def _row_tiles(body: OpBody, e, names: list[str], tiles: dict[str, int]) -> None
         ext = red.extent
         chunk = min(widest, int(ext.value)) if hasattr(ext, "value") else widest
         tiles.setdefault(red.var.name, max(chunk, 1))
-        dims = [n for n in tiles if n in _free(body, red)]
-        while 4 * tiles[red.var.name] * int(np.prod([tiles[d] for d in dims])) > budget:
-            big = max(dims + [red.var.name], key=lambda n: tiles[n])
+    for red in reds:  # every chunk fragment within the budget: halve its largest tile
+        dims = [n for n in tiles if n in _free(body, red)] + [red.var.name]
+        while 4 * int(np.prod([tiles[d] for d in dims])) > budget:
+            big = max(dims, key=lambda n: tiles[n])
             if tiles[big] == 1:
                 break
             tiles[big] //= 2
