@@ -102,3 +102,24 @@ def attention(q: Tensor[B, H, S, D], k: Tensor[B, H, S, D], v: Tensor[B, H, S, D
     z = sum(T.exp(sum(q[b, h, i, e] * k[b, h, l, e] for e in range(D)) - m) for l in range(S))
     return sum(T.exp(sum(q[b, h, i, e] * k[b, h, l, e] for e in range(D)) - m) * v[b, h, l, d]
                for l in range(S)) / z
+
+
+Nb, Hx, Wx, Cx, Fx, KH, KW = (T.symbolic(s) for s in ("Nb", "H", "W", "C", "F", "KH", "KW"))
+
+
+@tile_op(index="n p q f")
+def conv2d(x: Tensor[Nb, Hx, Wx, Cx], w: Tensor[KH, KW, Cx, Fx]) \
+        -> Tensor[Nb, Hx - KH + 1, Wx - KW + 1, Fx]:
+    return sum(x[n, p + r, q + s, c] * w[r, s, c, f]
+               for r in range(KH) for s in range(KW) for c in range(Cx))
+
+
+@tile_op
+def cross_entropy(x: Tensor[M, N], label: Tensor[M, "int32"]) -> Tensor[M]:
+    m = max(x[i, k] for k in range(N))
+    return T.log(sum(T.exp(x[i, k] - m) for k in range(N))) + m - x[i, label[i]]
+
+
+@tile_op
+def shifted_diag(x: Tensor[M, M]) -> Tensor[M]:
+    return x[i, i] + x[i - 1, i]  # an element outside the tensor reads 0

@@ -8,6 +8,7 @@ import pytest
 from tests.tileop import ops
 from tilepy.ir.verify import verify
 from tilepy.kernels import bias_gelu as lib_bias_gelu
+from tilepy.kernels import conv2d_nhwc as lib_conv2d
 from tilepy.kernels import gemm as lib_gemm
 from tilepy.kernels import layernorm as lib_layernorm
 from tilepy.kernels import rmsnorm as lib_rmsnorm
@@ -72,6 +73,8 @@ def test_operators_equal_their_library_kernels(name, make, lib):
     ("batched_scores", lambda: (rand(3, 20, 8), rand(3, 20, 8))),
     ("bias_gelu_bf16", lambda: (rand(20, 30, dtype=BF16), rand(30, dtype=BF16))),
     ("attention", lambda: tuple(rand(1, 2, 37, 8) for _ in range(3))),  # nested reductions
+    ("cross_entropy", lambda: (rand(13, 50), RNG.integers(0, 50, 13).astype(np.int32))),
+    ("shifted_diag", lambda: (rand(20, 20),)),
 ])
 def test_constructs_equal_the_index_expression(name, make):
     op, args = getattr(ops, name), make()
@@ -79,6 +82,23 @@ def test_constructs_equal_the_index_expression(name, make):
     pairs = zip(got, want) if isinstance(got, tuple) else [(got, want)]
     for g, w in pairs:
         assert same(g, w)
+
+
+def test_conv2d_with_index_arithmetic_equals_the_library_conv():
+    x, w = rand(2, 9, 10, 5), rand(3, 3, 5, 7)
+    y = ops.conv2d(x, w)  # (r, s, c) folded as one sequence: the im2col gemm's k order
+    assert y.shape == (2, 7, 8, 7)
+    assert same(y, lib_conv2d(2, 9, 10, 5, 7, 3, 3)(x, w))
+    assert same(y, ops.conv2d.reference(x, w))
+
+
+def test_element_reads_outside_the_tensor_give_zero():
+    x = np.arange(9, dtype=np.float32).reshape(3, 3)
+    assert list(ops.shifted_diag(x)) == [0.0, 4.0 + 1.0, 8.0 + 5.0]
+    labels = np.array([2, 0], np.int32)
+    x = np.array([[0.0, 0.0, 5.0], [1.0, 1.0, 1.0]], np.float32)
+    want = np.log(np.exp(x - x.max(1, keepdims=True)).sum(1)) + x.max(1) - x[[0, 1], labels]
+    assert np.allclose(ops.cross_entropy(x, labels), want, rtol=0, atol=1e-6)
 
 
 def test_the_reference_folds_k_ascending_and_sees_the_filter():

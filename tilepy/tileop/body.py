@@ -162,20 +162,12 @@ class BodyTranslator(ExpressionMixin):
 
     # ------------------------------------------------------------ tile-op rules
     def check_access(self, load: Load, loc: Loc) -> None:
-        """Each index is an index name whose extent is the dimension's size, or a constant."""
-        seen = set()
+        """An index that is an index name must run over the dimension's size. Accesses
+        whose indices are all distinct index names or constants are tiles; any other
+        (`x[i + r, c]`, `x[i, label[i]]`) reads elements, 0 outside the tensor."""
         for dim, (ix, size) in enumerate(zip(load.indices, load.buffer.shape)):
-            if isinstance(ix, Const):
+            if not (isinstance(ix, Var) and ix.name in self.extents):
                 continue
-            if not isinstance(ix, Var) or ix.name not in self.extents:
-                raise TileSyntaxError(
-                    f"{load.buffer.name}: dimension {dim} is indexed by "
-                    f"{format_expr(ix)}; a tile op indexes each dimension with one index "
-                    "name or a constant", loc, hint="write a[i, k], not a[i + 1, k]")
-            if ix.name in seen:
-                raise TileSyntaxError(f"{load.buffer.name} uses the index {ix.name} twice",
-                                      loc, hint="a diagonal is not supported")
-            seen.add(ix.name)
             want = self.extents[ix.name]
             if want != size:
                 raise TileTypeError(
@@ -190,28 +182,41 @@ class BodyTranslator(ExpressionMixin):
 
     def reduction(self, kind: ReduceKind, node: ast.Call, loc: Loc) -> Var:
         gen: ast.GeneratorExp = node.args[0]  # type: ignore[assignment]
-        if len(node.args) != 1 or node.keywords or len(gen.generators) != 1:
-            raise TileSyntaxError("a reduction takes one generator with one `for`", loc,
+        if len(node.args) != 1 or node.keywords:
+            raise TileSyntaxError("a reduction takes one generator", loc,
                                   hint="sum(a[i, k] * b[k, j] for k in range(K))")
-        comp = gen.generators[0]
-        name, extent = self.reduction_range(comp, loc)
-        var = Var(self.fresh(name), int32)
-        self.scope[name] = var
+        ranges = [self.reduction_range(comp, loc) for comp in gen.generators]
+        names = [n for n, _ in ranges]
+        var = Var(self.fresh("_".join(names)), int32)
+        extent = ranges[0][1]
+        for _, e in ranges[1:]:
+            extent = exprs.call(Op.MUL, [extent, e], loc)
         self.extents[var.name] = extent
+        # several `for`s fold one sequence, the last variable fastest (row-major)
+        stride: Expr = Const(1, int32)
+        for name, e in reversed(ranges):
+            pos = var if stride == Const(1, int32) else exprs.call(Op.FLOORDIV, [var, stride],
+                                                                    loc)
+            self.scope[name] = pos if name == names[0] else exprs.call(Op.MOD, [pos, e], loc)
+            stride = exprs.call(Op.MUL, [stride, e], loc) if stride != Const(1, int32) else e
+        if len(names) == 1:
+            self.scope[names[0]] = var
         try:
             body = exprs.to_ir(self.expr(gen.elt), self.loc(gen.elt))
-            for cond in comp.ifs:  # a filter: skipped elements fold the identity
-                keep = exprs.as_bool(self.expr(cond), self.loc(cond))
-                body = Call(Op.SELECT, (keep, body, self.identity(kind, body.dtype, loc)),
-                            body.dtype, loc)
+            for comp in gen.generators:
+                for cond in comp.ifs:  # a filter: skipped elements fold the identity
+                    keep = exprs.as_bool(self.expr(cond), self.loc(cond))
+                    body = Call(Op.SELECT, (keep, body, self.identity(kind, body.dtype, loc)),
+                                body.dtype, loc)
         finally:
-            del self.scope[name]
+            for name in names:
+                del self.scope[name]
         acc = body.dtype
         if kind is ReduceKind.SUM:
             acc = self.accum or widened(body.dtype)
             body = _in_accumulator(body, acc, loc)
         out = Var(f"__r{len(self.reds)}", acc)
-        self.reds.append(Red(out, kind, var, extent, body, loc, name))
+        self.reds.append(Red(out, kind, var, extent, body, loc, "_".join(names)))
         return out
 
     def identity(self, kind: ReduceKind, dt: DType, loc: Loc) -> Const:
@@ -227,7 +232,8 @@ class BodyTranslator(ExpressionMixin):
             raise TileSyntaxError("a reduction runs `for k in range(K)`", self.loc(comp.iter),
                                   hint="sum(x[i, k] for k in range(K))")
         name = comp.target.id
-        if name in self.scope or name in self.index or name in self.locals:
+        if name in self.scope or name in self.index or name in self.locals or \
+                name in self.params:
             raise TileSyntaxError(f"the reduction variable {name} is already an index here",
                                   self.loc(comp.target), hint="give it another name")
         extent = self.expr(it.args[0])

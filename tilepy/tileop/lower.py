@@ -118,7 +118,7 @@ def match_gemm(body: OpBody, e: Expr, names: list[str]) -> GemmMatch | None:
     if not (isinstance(b, Call) and b.op is Op.MUL):
         return None
     ops = [_operand(x, red.out.dtype) for x in b.args]
-    if None in ops:
+    if None in ops or not all(is_tile_access(x, body.extents) for x in ops):
         return None
     i, j, k = names[0], names[1], red.var.name
 
@@ -395,10 +395,19 @@ class _Launch:
                 return exprs.call(Op.ADD, [ctx[e.name].start, local[e.name]], self.loc) \
                     if isinstance(local[e.name], Var) else ctx[e.name].start
             return e
-        if isinstance(e, Load):
+        if isinstance(e, Load) and is_tile_access(e, ctx):
             frag = self.fragment(e, ctx, where)
             return Load(frag, tuple(local[x.name] if isinstance(x, Var) else _ZERO
                                     for x in e.indices))
+        if isinstance(e, Load):  # an element of the global tensor, 0 outside it
+            idx = tuple(self.subst(x, local, ctx, where) for x in e.indices)
+            inside = None
+            for i, size in zip(idx, e.buffer.shape):
+                c = exprs.call(Op.AND, [exprs.call(Op.GE, [i, 0], self.loc),
+                                        exprs.call(Op.LT, [i, size], self.loc)], self.loc)
+                inside = c if inside is None else exprs.call(Op.AND, [inside, c], self.loc)
+            zero = exprs.make_const(0, e.buffer.dtype, self.loc)
+            return exprs.call(Op.SELECT, [inside, Load(e.buffer, idx), zero], self.loc)
         if isinstance(e, Call):
             return Call(e.op, tuple(self.subst(a, local, ctx, where) for a in e.args),
                         e.dtype, e.loc)
@@ -411,6 +420,13 @@ class _Launch:
             where.append(Copy(_region(ld, ctx), full_region(frag), loc=self.loc))
             self.frags[key] = frag
         return self.frags[key]
+
+
+def is_tile_access(ld: Load, names) -> bool:
+    """Indices that are distinct index names (of `names`) or constants: a tile copy."""
+    vars_ = [x.name for x in ld.indices if isinstance(x, Var)]
+    return all(isinstance(x, Const) or isinstance(x, Var) and x.name in names
+               for x in ld.indices) and len(vars_) == len(set(vars_))
 
 
 def _calls(e: Expr):

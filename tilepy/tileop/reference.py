@@ -60,9 +60,14 @@ class _Eval:
             if e.name in env:
                 return env[e.name]
             return np.asarray(self.sizes[e.name])
-        if isinstance(e, Load):
-            idx = tuple(self.expr(ix, env) for ix in e.indices)
-            return self.values[e.buffer.name][idx]
+        if isinstance(e, Load):  # 0 outside the tensor
+            arr = self.values[e.buffer.name]
+            idx = [np.asarray(self.expr(ix, env)).astype(np.int64) for ix in e.indices]
+            inside = np.asarray(True)
+            for i, n in zip(idx, arr.shape):
+                inside = inside & (i >= 0) & (i < n)
+            got = arr[tuple(np.clip(i, 0, n - 1) for i, n in zip(idx, arr.shape))]
+            return np.where(inside, got, np.zeros((), arr.dtype))
         assert isinstance(e, Call)
         args = [self.expr(a, env) for a in e.args]
         return reference(e.op, args, tuple(a.dtype for a in e.args), e.dtype)
