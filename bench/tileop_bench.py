@@ -100,6 +100,12 @@ def conv2d(x: Tensor[Nb, Hx, Wx, Cx], w: Tensor[KH, KW, Cx, Fx]) \
                for r in range(KH) for s in range(KW) for c in range(Cx))
 
 
+@tile_op(index="n p q f")
+def conv2d_fixed(x: Tensor[4, 18, 18, 32], w: Tensor[3, 3, 32, 64]) -> Tensor[4, 16, 16, 64]:
+    return sum(x[n, p + r, q + s, c] * w[r, s, c, f]
+               for r in range(3) for s in range(3) for c in range(32))
+
+
 @tile_op
 def cross_entropy(x: Tensor[M, N], label: Tensor[M, "int32"]) -> Tensor[M]:
     m = max(x[i, k] for k in range(N))
@@ -152,6 +158,8 @@ def _rows(r):
         ("attention 1x2x256x64 (3 passes, no online softmax)", attention, [attention],
          lib.flash_attention(1, 2, 256, 64), [lib.flash_attention], qkv),
         ("conv2d NHWC 4x18x18x32, 3x3x32x64", conv2d, [conv2d],
+         lib.conv2d_nhwc(4, 18, 18, 32, 64, 3, 3), [lib.conv2d_nhwc], (xc, wc)),
+        ("  same, sizes fixed (as the library's are)", conv2d_fixed, [conv2d_fixed],
          lib.conv2d_nhwc(4, 18, 18, 32, 64, 3, 3), [lib.conv2d_nhwc], (xc, wc)),
         ("cross-entropy 2048x1024 (no library kernel)", cross_entropy, [cross_entropy], None,
          None, (x, labels)),

@@ -43,6 +43,8 @@ class Red:
     body: Expr
     loc: Loc = field(compare=False)
     name: str = field(default="", compare=False)  # the variable as the user wrote it
+    parts: tuple = field(default=(), compare=False)  # each `for` variable, from `var`
+    part_extents: tuple = field(default=(), compare=False)  # and its range
 
 
 @dataclass
@@ -201,6 +203,7 @@ class BodyTranslator(ExpressionMixin):
             stride = exprs.call(Op.MUL, [stride, e], loc) if stride != Const(1, int32) else e
         if len(names) == 1:
             self.scope[names[0]] = var
+        parts = tuple(self.scope[n] for n in names)
         try:
             body = exprs.to_ir(self.expr(gen.elt), self.loc(gen.elt))
             for comp in gen.generators:
@@ -216,7 +219,8 @@ class BodyTranslator(ExpressionMixin):
             acc = self.accum or widened(body.dtype)
             body = _in_accumulator(body, acc, loc)
         out = Var(f"__r{len(self.reds)}", acc)
-        self.reds.append(Red(out, kind, var, extent, body, loc, "_".join(names)))
+        self.reds.append(Red(out, kind, var, extent, body, loc, "_".join(names), parts,
+                             tuple(e for _, e in ranges)))
         return out
 
     def identity(self, kind: ReduceKind, dt: DType, loc: Loc) -> Const:

@@ -38,6 +38,7 @@ from tilepy.ir.stmt import (
 from tilepy.ir.tileops import reduce_identity
 from tilepy.ir.types import Scope, int32
 from tilepy.tileop.body import OpBody, Red, free_indices
+from tilepy.tileop.implicit import ceildiv, emit, match_implicit
 
 _ZERO, _ONE = Const(0, int32), Const(1, int32)
 
@@ -69,13 +70,6 @@ def lower(body: OpBody, tiles: dict[str, int]) -> PrimFunc:
     out_idx = tuple(range(len(sig.params), len(params)))
     return PrimFunc(body.name, params, tuple(sig.sizes.values()), launches, out_idx,
                     sig.param_locs[0] if sig.param_locs else body.out_locs[0])
-
-
-def ceildiv(n: Expr, t: int) -> Expr:
-    loc = NOLOC
-    if isinstance(n, Const):
-        return Const(-(-int(n.value) // t), int32)
-    return exprs.call(Op.FLOORDIV, [exprs.call(Op.ADD, [n, t - 1], loc), t], loc)
 
 
 def reds_of(body: OpBody, e: Expr) -> list[Red]:
@@ -166,8 +160,16 @@ class _Lowering:
         e, loc = self.body.outs[k], self.body.out_locs[k]
         names = list(self.body.index)[:len(out.shape)]
         la = _Launch(self, loc)
-        grid, bvars, ctx = la.grid(out, names)
         g = match_gemm(self.body, e, names)
+        m = None if g else match_implicit(self.body, e, names, reds_of(self.body, e))
+        if m is not None:
+            bx, by = Var(self.fresh("bx"), int32), Var(self.fresh("by"), int32)
+            emit(la, m, out, names, bx, by)
+            rows = ceildiv(_product(out.shape[:-1]), self.tile(names[-2]))
+            grid = (ceildiv(out.shape[-1], self.tile(names[-1])), rows)
+            return Launch(grid, (bx, by), (128,), tuple(la.allocs) + tuple(la.stmts),
+                          loc=loc)
+        grid, bvars, ctx = la.grid(out, names)
         if g is not None:
             la.gemm(g, ctx, names)
         else:
@@ -429,11 +431,21 @@ def is_tile_access(ld: Load, names) -> bool:
                for x in ld.indices) and len(vars_) == len(set(vars_))
 
 
+def _product(xs) -> Expr:
+    out = xs[0]
+    for x in xs[1:]:
+        out = exprs.call(Op.MUL, [out, x], NOLOC)
+    return out
+
+
 def _calls(e: Expr):
     if isinstance(e, Call):
         yield e
         for a in e.args:
             yield from _calls(a)
+    elif isinstance(e, Load):
+        for x in e.indices:
+            yield from _calls(x)
 
 
 def _replace(e: Expr, old: Expr, new: Var) -> Expr:
@@ -441,6 +453,8 @@ def _replace(e: Expr, old: Expr, new: Var) -> Expr:
         return new
     if isinstance(e, Call):
         return Call(e.op, tuple(_replace(a, old, new) for a in e.args), e.dtype, e.loc)
+    if isinstance(e, Load):
+        return Load(e.buffer, tuple(_replace(x, old, new) for x in e.indices))
     return e
 
 

@@ -18,6 +18,7 @@ from tilepy.precision.formats import get_format
 from tilepy.tileop import schedule
 from tilepy.tileop.body import BodyTranslator, OpBody
 from tilepy.tileop.graph import Value, record
+from tilepy.tileop.implicit import match_implicit
 from tilepy.tileop.lower import lower, match_gemm, reds_of
 from tilepy.tileop.spec import read_signature
 
@@ -100,10 +101,12 @@ def choose_tiles(body: OpBody, user: dict, where: Loc) -> dict[str, int]:
     for e, out in zip(body.outs, body.sig.outputs):
         names = list(body.index)[:len(out.shape)]
         g = match_gemm(body, e, names)
-        if g is not None:
-            bm, bn, bk = schedule.gemm_tiles(g.a.buffer.dtype.np_dtype.itemsize,
-                                             g.red.out.dtype.np_dtype.itemsize)
-            for n, t in zip(names + [g.red.var.name], (bm, bn, bk)):
+        m = None if g else match_implicit(body, e, names, reds_of(body, e))
+        if g is not None or m is not None:
+            red, a = (g.red, g.a) if g else (m.red, m.a)
+            bm, bn, bk = schedule.gemm_tiles(a.dtype.np_dtype.itemsize,
+                                             red.out.dtype.np_dtype.itemsize)
+            for n, t in zip(names[-2:] + [red.var.name], (bm, bn, bk)):
                 tiles.setdefault(n, t)
         else:
             _row_tiles(body, e, names, tiles)
