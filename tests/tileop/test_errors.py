@@ -130,3 +130,12 @@ def test_unknown_tile_name():
         @tile_op(tiles={"z": 8})
         def bad(a: Tensor[M, K]) -> Tensor[M, K]:
             return a[i, j]
+
+
+def test_python_operators_on_graph_values():
+    def f(x, w):
+        return ops.matmul(x, w) + 1.0  # MARK-plus
+
+    with pytest.raises(TileTypeError) as e:
+        tilepy.compile(f)(np.zeros((4, 5), np.float32), np.zeros((5, 3), np.float32))
+    check(e.value, "MARK-plus", "return", "is a graph value: Python operators")

@@ -27,6 +27,15 @@ class Value:
         raise TileTypeError("a graph value is not an array while the graph is traced",
                             _caller_loc(), hint="only tile ops may take graph values")
 
+    def _not_here(self, *a, **k):
+        raise TileTypeError(f"{self.name} is a graph value: Python operators and indexing "
+                            "do not apply to it", _caller_loc(),
+                            hint="write the computation as a @tile_op and call it")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _not_here
+    __truediv__ = __rtruediv__ = __matmul__ = __rmatmul__ = __neg__ = _not_here
+    __getitem__ = __pow__ = _not_here
+
 
 @dataclass
 class Node:

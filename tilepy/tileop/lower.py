@@ -279,13 +279,17 @@ class _Launch:
         t = self.alloc("chunk", shape + (bk,), acc)
         if where is self.stmts:
             self.chunks[red.out.name] = (t, dims, bk, red)
-        local = self.locals(dims + [red.var.name], inner)
-        value = self.subst(red.body, local, inner, loop)
-        idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
-        lets, value = self.common(value, red.loc)
-        store = Store(t, idx, value, loc=red.loc)
-        loop.extend(self.parallel(dims + [red.var.name], local, inner, lets + [store],
-                                  red.loc))
+        ld = _plain_read(red, dims)
+        if ld is not None and is_tile_access(ld, inner):  # the chunk is a tile: copy it
+            loop.append(Copy(_region(ld, inner), full_region(t), loc=red.loc))
+        else:
+            local = self.locals(dims + [red.var.name], inner)
+            value = self.subst(red.body, local, inner, loop)
+            idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
+            lets, value = self.common(value, red.loc)
+            store = Store(t, idx, value, loc=red.loc)
+            loop.extend(self.parallel(dims + [red.var.name], local, inner, lets + [store],
+                                      red.loc))
         if not (isinstance(red.extent, Const) and int(red.extent.value) % bk == 0):
             # past the end, the identity (a separate pass, as the library kernels mask)
             local = self.locals(dims + [red.var.name], inner)
@@ -476,6 +480,16 @@ def _rename(e: Expr, name: str, new: Var) -> Expr:
     if isinstance(e, Call):
         return Call(e.op, tuple(_rename(a, name, new) for a in e.args), e.dtype, e.loc)
     return e
+
+
+def _plain_read(red: Red, dims: list[str]) -> Load | None:
+    """The access when a reduction's body only reads (and converts) one element at
+    exactly (dims..., var): the copy converts as the cast would."""
+    b = red.body
+    if isinstance(b, Call) and b.op is Op.CAST and isinstance(b.args[0], Load):
+        b = b.args[0]
+    names = [x.name if isinstance(x, Var) else None for x in getattr(b, "indices", ())]
+    return b if isinstance(b, Load) and dims and names == dims + [red.var.name] else None
 
 
 def _tile_shape(ld: Load, ctx: dict) -> tuple[int, ...]:

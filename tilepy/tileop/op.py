@@ -141,7 +141,10 @@ def _row_tiles(body: OpBody, e, names: list[str], tiles: dict[str, int]) -> None
         tiles.setdefault(red.var.name, max(chunk, 1))
     for red in reds:  # every chunk fragment within the budget: halve its largest tile
         dims = [n for n in tiles if n in _free(body, red)] + [red.var.name]
-        while 4 * int(np.prod([tiles[d] for d in dims])) > budget:
+        row = any(body.extents.get(n) == red.extent for n in names)
+        # a chunk the output can reuse (a whole row) gets L2's budget, else it stays in L1
+        limit = budget if row else schedule.caches().l1 // 2
+        while 4 * int(np.prod([tiles[d] for d in dims])) > limit:
             big = max(dims, key=lambda n: tiles[n])
             if tiles[big] == 1:
                 break
