@@ -149,6 +149,7 @@ def _rows(r):
          [lib.gemm, lib.bias_gelu], (xm, w1, vec, w2)),
         ("  same, unfused graph", mu, None,
          lambda x_, w_, b_, v_: k_gemm(k_bg(k_gemm(x_, w_), b_), v_), None, (xm, w1, vec, w2)),
+        ("MLP block: fused graph vs unfused graph", m, [mlp], mu, [mlp], (xm, w1, vec, w2)),
         ("softmax 2048x1024", softmax, [softmax], lib.softmax(), [lib.softmax], (x,)),
         ("layernorm 2048x1024", layernorm, [layernorm], lib.layernorm(), [lib.layernorm],
          (x, vec, vec2)),
