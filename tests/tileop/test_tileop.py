@@ -6,7 +6,12 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import tilepy
+from tests import strategies
+from tests.interpreter import oracle
 from tests.tileop import ops
 from tilepy.ir.verify import verify
 from tilepy.kernels import bias_gelu as lib_bias_gelu
@@ -28,8 +33,9 @@ def rand(*shape, dtype=np.float32):
 
 
 def same(x, y) -> bool:
+    """One dtype and shape, equal bits, NaN matching NaN (any payload: tests/interpreter)."""
     x, y = np.asarray(x), np.asarray(y)
-    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+    return x.dtype == y.dtype and oracle.same(x, y)
 
 
 def test_example_verbatim_equals_the_library_gemm():
@@ -136,3 +142,32 @@ def test_the_tile_model_reads_caches_and_falls_back(monkeypatch):
         assert schedule.caches() == schedule.Caches(32 * 1024, 1 << 20)
     finally:
         schedule.caches.cache_clear()
+
+
+@settings(max_examples=20)
+@given(data=st.data())
+def test_scheduled_kernels_equal_the_index_expression_on_special_values(data):
+    """NaN, infinities, signed zeros, subnormals and the largest values, any shape: the
+    scheduled kernels (chunked reductions, masking, gemm tiles) keep the reference's bits."""
+    m, n, k = (data.draw(st.integers(1, 12)) for _ in range(3))
+    x = data.draw(strategies.arrays("float32", (m, n)))
+    w = data.draw(strategies.arrays("float32", (n,)))
+    b = data.draw(strategies.arrays("bfloat16", (n, k)))
+    a = data.draw(strategies.arrays("bfloat16", (m, n)))
+    for op, args in ((ops.softmax, (x,)), (ops.row_stats, (x,)), (ops.rmsnorm, (x, w)),
+                     (ops.matmul_bf16, (a, b)), (ops.causal_relu, (x,))):
+        got, want = op(*args), op.reference(*args)
+        for g, r in zip(*(v if isinstance(v, tuple) else (v,) for v in (got, want))):
+            assert same(g, r), op.__name__
+
+
+def test_the_jit_gives_the_interpreters_bits():
+    """One row kernel (chunked reductions, masks, the one-chunk branch and the other) and
+    one implicit gemm (gathered tiles, matrix views), compiled once each."""
+    cases = [(ops.softmax, (rand(9, 700),)), (ops.softmax, (rand(3, 1500),)),
+             (ops.conv2d, (rand(2, 9, 10, 5), rand(3, 3, 5, 7)))]
+    for op, args in cases:
+        want = op(*args)
+        with tilepy.backend("jit"):
+            got = op(*args)
+        assert got.tobytes() == want.tobytes(), op.__name__
