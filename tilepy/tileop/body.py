@@ -189,21 +189,7 @@ class BodyTranslator(ExpressionMixin):
                                   hint="sum(a[i, k] * b[k, j] for k in range(K))")
         ranges = [self.reduction_range(comp, loc) for comp in gen.generators]
         names = [n for n, _ in ranges]
-        var = Var(self.fresh("_".join(names)), int32)
-        extent = ranges[0][1]
-        for _, e in ranges[1:]:
-            extent = exprs.call(Op.MUL, [extent, e], loc)
-        self.extents[var.name] = extent
-        # several `for`s fold one sequence, the last variable fastest (row-major)
-        stride: Expr = Const(1, int32)
-        for name, e in reversed(ranges):
-            pos = var if stride == Const(1, int32) else exprs.call(Op.FLOORDIV, [var, stride],
-                                                                    loc)
-            self.scope[name] = pos if name == names[0] else exprs.call(Op.MOD, [pos, e], loc)
-            stride = exprs.call(Op.MUL, [stride, e], loc) if stride != Const(1, int32) else e
-        if len(names) == 1:
-            self.scope[names[0]] = var
-        parts = tuple(self.scope[n] for n in names)
+        var, extent, parts = self.bind_generators(ranges, loc)
         try:
             body = exprs.to_ir(self.expr(gen.elt), self.loc(gen.elt))
             for comp in gen.generators:
@@ -222,6 +208,23 @@ class BodyTranslator(ExpressionMixin):
         self.reds.append(Red(out, kind, var, extent, body, loc, "_".join(names), parts,
                              tuple(e for _, e in ranges)))
         return out
+
+    def bind_generators(self, ranges: list, loc: Loc):
+        """One variable over the product of the ranges; each `for` name is bound to its
+        digit of it, the last fastest (row-major): (variable, extent, the digits)."""
+        names = [n for n, _ in ranges]
+        var = Var(self.fresh("_".join(names)), int32)
+        extent = ranges[0][1]
+        for _, e in ranges[1:]:
+            extent = exprs.call(Op.MUL, [extent, e], loc)
+        self.extents[var.name] = extent
+        one = Const(1, int32)
+        stride: Expr = one
+        for name, e in reversed(ranges):
+            pos = var if stride == one else exprs.call(Op.FLOORDIV, [var, stride], loc)
+            self.scope[name] = pos if name == names[0] else exprs.call(Op.MOD, [pos, e], loc)
+            stride = e if stride == one else exprs.call(Op.MUL, [stride, e], loc)
+        return var, extent, tuple(self.scope[n] for n in names)
 
     def identity(self, kind: ReduceKind, dt: DType, loc: Loc) -> Const:
         from tilepy.ir.tileops import reduce_identity

@@ -87,8 +87,7 @@ def fuse_bodies(prod: OpBody, cons: OpBody, k: int) -> OpBody:
     out_e = substitute(cons.outs[0], var_map, buf_map, read_prod)
     cout = cons.sig.outputs[0]
     out = Buffer("out", pout.shape, cout.dtype)
-    sig = Signature(params, [out], sizes, locs, list(cons.sig.output_locs),
-                    list(prod.sig.specs) + [s for n, s in enumerate(cons.sig.specs) if n != k])
+    sig = Signature(params, [out], sizes, locs, list(cons.sig.output_locs))
     return OpBody(f"{prod.name}_{cons.name}", sig, [out_e], list(prod.reds), prod.index,
                   dict(prod.extents), list(cons.out_locs))
 

@@ -291,17 +291,22 @@ class _Launch:
             loop.extend(self.parallel(dims + [red.var.name], local, inner, lets + [store],
                                       red.loc))
         if not (isinstance(red.extent, Const) and int(red.extent.value) % bk == 0):
-            # past the end, the identity (a separate pass, as the library kernels mask)
-            local = self.locals(dims + [red.var.name], inner)
-            idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
-            kk = exprs.call(Op.ADD, [start, local[red.var.name]], red.loc)
-            past = exprs.call(Op.GE, [kk, red.extent], red.loc)
-            mask = If(past, (Store(t, idx, ident, loc=red.loc),), loc=red.loc)
-            loop.extend(self.parallel(dims + [red.var.name], local, inner, [mask], red.loc))
+            loop.extend(self.mask_tail(red, t, dims, inner, start, ident))
         loop.append(Reduce(red.kind, full_region(t), full_region(r_frag), len(shape),
                            clear=False, loc=red.loc))
         where.append(For(ko, _ZERO, ceildiv(red.extent, bk), _ONE, ForKind.SERIAL,
                          tuple(loop), loc=red.loc))
+
+    def mask_tail(self, red: Red, t: Buffer, dims: list[str], inner: dict, start: Expr,
+                  ident: Const) -> list:
+        """The identity past the end of the range, in a pass of its own (as the library
+        kernels mask: it keeps the values' loop free of selects)."""
+        local = self.locals(dims + [red.var.name], inner)
+        idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
+        kk = exprs.call(Op.ADD, [start, local[red.var.name]], red.loc)
+        past = exprs.call(Op.GE, [kk, red.extent], red.loc)
+        mask = If(past, (Store(t, idx, ident, loc=red.loc),), loc=red.loc)
+        return self.parallel(dims + [red.var.name], local, inner, [mask], red.loc)
 
     # ------------------------------------------------------------ element-wise
     def store_output(self, out: Buffer, e: Expr, ctx: dict, names: list[str]) -> None:

@@ -77,7 +77,6 @@ class Signature:
     sizes: dict[str, Var]
     param_locs: list[Loc]
     output_locs: list[Loc]
-    specs: list[OpTensor]  # the parameters' annotations, as written
 
 
 def read_signature(fn, src: Source) -> Signature:
@@ -86,7 +85,7 @@ def read_signature(fn, src: Source) -> Signature:
     hints = getattr(fn, "__annotations__", {})
     node = src.fn_def
     sizes: dict[str, Var] = {}
-    sig = Signature([], [], sizes, [], [], [])
+    sig = Signature([], [], sizes, [], [])
     params = list(inspect.signature(fn).parameters.values())
     for p, arg in zip(params, node.args.args):
         loc = src.loc(arg.annotation or arg)
@@ -94,7 +93,6 @@ def read_signature(fn, src: Source) -> Signature:
                           f"parameter {p.name!r} of {fn.__name__}")
         sig.params.append(Buffer(p.name, _shape(spec, sizes, loc, True), spec.dtype))
         sig.param_locs.append(loc)
-        sig.specs.append(spec)
     ret = hints.get("return")
     if ret is None:
         raise TileSyntaxError(f"{fn.__name__} needs a return annotation: the output's "
