@@ -17,14 +17,19 @@ _ERRORS = ("ArgumentError", "KernelRuntimeError", "LoweringError", "OutOfBoundsE
 _NAMES = {  # public name -> (module, attribute)
     **{name: ("tilepy.errors", name) for name in _ERRORS},
     "Kernel": ("tilepy.kernel", "Kernel"),
-    "compile": ("tilepy.kernel", "compile"),
+    "compile": ("tilepy.tileop.compiled", "compile"),
     "dtype": ("tilepy.precision.formats", "get_format"),
     "validate": ("tilepy.validation", "validate"),
+    "tile_op": ("tilepy.tileop", "tile_op"),
+    "Tensor": ("tilepy.tileop", "Tensor"),
+    "symbolic": ("tilepy.tileop", "symbolic"),
 }
 _SUBMODULES = frozenset({"errors", "language", "kernel", "kernels", "cli", "frontend", "ir",
-                         "interpreter", "precision", "parallel", "models"})
+                         "interpreter", "precision", "parallel", "models",
+                         "tileop", "validation", "testing", "views"})
 
-__all__ = [*_ERRORS, "Kernel", "backend", "compile", "dtype", "jit"]
+__all__ = [*_ERRORS, "Kernel", "backend", "compile", "dtype", "jit", "tile_op", "Tensor",
+           "symbolic", "validate"]
 
 
 def __getattr__(name: str):

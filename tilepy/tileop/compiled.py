@@ -1,0 +1,81 @@
+"""`tilepy.compile`: of a kernel, the Kernel as before (tilepy.kernel.compile); of a Python
+function of tile ops, a CompiledGraph: traced per argument shapes and dtypes, transformed by
+the graph passes, then run node by node, intermediate arrays dropped after their last use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.boundary import api_boundary
+from tilepy.errors import TileTypeError
+from tilepy.ir.stmt import PrimFunc
+from tilepy.kernel import Kernel
+from tilepy.kernel import compile as compile_kernel
+from tilepy.tileop.graph import Graph, Value, _caller_loc, _tracing
+from tilepy.tileop.passes import PASSES
+
+
+def compile(func, out_idx=None, **options):  # noqa: A001 - TileLang's name
+    """`tilepy.compile(prim_func, out_idx=[...])`: a Kernel that allocates those outputs;
+    `tilepy.compile(fn, fuse=True)` of a function of tile ops: a CompiledGraph."""
+    if not isinstance(func, (Kernel, PrimFunc)) and callable(func):
+        return CompiledGraph(func, **options)
+    return compile_kernel(func, out_idx, **options)
+
+
+class CompiledGraph:
+    """What `tilepy.compile(fn)` returns: call it with arrays."""
+
+    def __init__(self, fn, fuse: bool = True):
+        self.fn, self.fuse = fn, fuse
+        self.__name__ = getattr(fn, "__name__", "graph")
+        self._graphs: dict = {}
+
+    def __repr__(self) -> str:
+        return f"<tilepy.compile {self.__name__} fuse={self.fuse}>"
+
+    @api_boundary
+    def trace(self, *arrays) -> Graph:
+        """The graph for arrays of these shapes and dtypes, after the passes."""
+        key = tuple((np.shape(a), np.asarray(a).dtype.str) for a in arrays)
+        if key not in self._graphs:
+            self._graphs[key] = self._trace(arrays)
+        return self._graphs[key]
+
+    def _trace(self, arrays) -> Graph:
+        from tilepy.precision.formats import get_format
+
+        ins = [Value(np.shape(a), get_format(np.asarray(a).dtype), f"x{n}")
+               for n, a in enumerate(arrays)]
+        g = Graph(ins)
+        _tracing.append(g)
+        try:
+            out = self.fn(*ins)
+        finally:
+            _tracing.pop()
+        outs = list(out) if isinstance(out, tuple) else [out]
+        if not all(isinstance(v, Value) for v in outs):
+            raise TileTypeError(f"{self.__name__} must return tile ops' outputs (a value or a "
+                                "tuple of them)", _caller_loc())
+        g.outputs = outs
+        if self.fuse:
+            for p in PASSES:
+                g = p(g)
+        return g
+
+    @api_boundary
+    def __call__(self, *arrays):
+        g = self.trace(*arrays)
+        vals: dict[int, np.ndarray] = {id(v): a for v, a in zip(g.inputs, arrays)}
+        last = {id(v): n for n, node in enumerate(g.nodes) for v in node.inputs}
+        keep = {id(v) for v in g.outputs}
+        for n, node in enumerate(g.nodes):
+            res = node.op.kernel(*[vals[id(v)] for v in node.inputs])
+            for v, a in zip(node.outputs, res if isinstance(res, tuple) else (res,)):
+                vals[id(v)] = a
+            for v in node.inputs:  # liveness: free what no later node reads
+                if last[id(v)] == n and id(v) not in keep and v not in g.inputs:
+                    del vals[id(v)]
+        outs = [vals[id(v)] for v in g.outputs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
