@@ -17,7 +17,7 @@ WORKERS     ?= 2
 $(STAMP): pyproject.toml setup.py $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(PIN) -e '.[test,mpi]'
+	$(PY) -m pip install -q $(PIN) -e '.[test,mpi,data]'
 	touch $(STAMP)
 
 demo: $(STAMP)
