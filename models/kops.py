@@ -24,8 +24,29 @@ def code(c: int) -> np.ndarray:
     return arr
 
 
-def dt(a: np.ndarray) -> str:
-    return a.dtype.name
+_KERNELS: dict = {}  # (factory, build arguments) -> Kernel, skipping @tilepy.jit's lookup
+_PARAMS: dict = {}  # (a, b, dtype) -> the read-only parameter array of unary kernels
+
+
+def kernel(factory, **build):
+    """The Kernel `factory(**build)`, cached here (the hot path of every op)."""
+    key = (factory, *build.items())
+    k = _KERNELS.get(key)
+    if k is None:
+        k = _KERNELS[key] = factory(**{name: v.name if isinstance(v, np.dtype) else v
+                                        for name, v in build.items()})
+    return k
+
+
+def params(a: float, b: float, dtype) -> np.ndarray:
+    key = (a, b, dtype)
+    arr = _PARAMS.get(key)
+    if arr is None:
+        if len(_PARAMS) > 4096:
+            _PARAMS.clear()
+        arr = _PARAMS[key] = np.array([a, b], dtype)
+        arr.flags.writeable = False
+    return arr
 
 
 def flat(a: np.ndarray) -> np.ndarray:
@@ -34,15 +55,15 @@ def flat(a: np.ndarray) -> np.ndarray:
 
 def unary(x: np.ndarray, op: str, a: float = 1.0, b: float = 0.0) -> np.ndarray:
     out = np.empty(x.shape, x.dtype)
-    launch(E.unary(dtype=dt(x)), flat(x), code(E.UNARY[op]), np.array([a, b], x.dtype),
+    launch(kernel(E.unary, dtype=x.dtype), flat(x), code(E.UNARY[op]), params(a, b, x.dtype),
            out.reshape(-1))
     return out
 
 
 def unary_bwd(x, y, g, op: str, a: float = 1.0) -> np.ndarray:
     out = np.empty(x.shape, x.dtype)
-    launch(E.unary_bwd(dtype=dt(x)), flat(x), flat(y), flat(g), code(E.UNARY[op]),
-           np.array([a, 0.0], x.dtype), out.reshape(-1))
+    launch(kernel(E.unary_bwd, dtype=x.dtype), flat(x), flat(y), flat(g), code(E.UNARY[op]),
+           params(a, 0.0, x.dtype), out.reshape(-1))
     return out
 
 
@@ -58,16 +79,16 @@ def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None)
     shape = np.broadcast_shapes(x.shape, y.shape)
     if out is None:
         out = np.empty(shape, x.dtype)
-    launch(E.binary(dtype=dt(x)), broadcast(x, shape).reshape(-1),
+    launch(kernel(E.binary, dtype=x.dtype), broadcast(x, shape).reshape(-1),
            broadcast(y, shape).reshape(-1), code(E.BINARY[op]), out.reshape(-1))
     return out
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(M, K) @ (K, N) with the library gemm (fp32 or fp64 accumulation, k ascending)."""
-    d = dt(a)
+    d = a.dtype
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    launch(gemm(in_dtype=d, out_dtype=d, accum_dtype=d), np.ascontiguousarray(a),
+    launch(kernel(gemm, in_dtype=d, out_dtype=d, accum_dtype=d), np.ascontiguousarray(a),
            np.ascontiguousarray(b), out)
     return out
 
@@ -75,7 +96,8 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def row_reduce2d(x: np.ndarray, kind: str) -> np.ndarray:
     """Reduce each row of a 2-d array (library row_reduce: j ascending)."""
     out = np.empty((x.shape[0],), x.dtype)
-    launch(row_reduce(kind=kind, dtype=dt(x), out_dtype=dt(x)), np.ascontiguousarray(x), out)
+    launch(kernel(row_reduce, kind=kind, dtype=x.dtype, out_dtype=x.dtype),
+           np.ascontiguousarray(x), out)
     return out
 
 
