@@ -11,9 +11,9 @@ import tilepy
 import tilepy.language as T
 
 # unary op codes (forward: unary, backward: unary_bwd)
-AFFINE, RELU, GELU, SILU, TANH, SIGMOID, EXP, LOG = range(8)
+AFFINE, RELU, GELU, SILU, TANH, SIGMOID, EXP, LOG, RSQRT = range(9)
 UNARY = {"affine": AFFINE, "relu": RELU, "gelu": GELU, "silu": SILU, "tanh": TANH,
-         "sigmoid": SIGMOID, "exp": EXP, "log": LOG}
+         "sigmoid": SIGMOID, "exp": EXP, "log": LOG, "rsqrt": RSQRT}
 # binary op codes
 ADD, SUB, MUL, DIV, MAXIMUM, RELU_MASK = range(6)
 BINARY = {"add": ADD, "sub": SUB, "mul": MUL, "div": DIV, "maximum": MAXIMUM,
@@ -25,7 +25,7 @@ _RSQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
 @tilepy.jit
 def unary(block=1024, dtype="float32"):
     """Y = f(X): affine (P[0] * x + P[1]), relu, gelu (erf form), silu, tanh, sigmoid,
-    exp, log; the op is Op[0]."""
+    exp, log, rsqrt (of P[0] * x + P[1]); the op is Op[0]."""
     n = T.symbolic("n")
 
     @T.prim_func
@@ -57,9 +57,12 @@ def unary(block=1024, dtype="float32"):
             elif op == EXP:
                 for i in T.Parallel(block):
                     x[i] = T.exp(x[i])
-            else:
+            elif op == LOG:
                 for i in T.Parallel(block):
                     x[i] = T.log(x[i])
+            else:
+                for i in T.Parallel(block):
+                    x[i] = T.rsqrt(a * x[i] + b)
             T.copy(x, Y[bx * block])
 
     return unary
@@ -107,9 +110,12 @@ def unary_bwd(block=1024, dtype="float32"):
             elif op == EXP:
                 for i in T.Parallel(block):
                     g[i] = g[i] * y[i]
-            else:
+            elif op == LOG:
                 for i in T.Parallel(block):
                     g[i] = g[i] / x[i]
+            else:
+                for i in T.Parallel(block):
+                    g[i] = g[i] * (-0.5 * a * y[i] * y[i] * y[i])
             T.copy(g, dX[bx * block])
 
     return unary_bwd

@@ -4,18 +4,24 @@
 from tilepy.models.nn import functional
 from tilepy.models.nn.init import manual_seed
 from tilepy.models.nn.layers import (
-                                     GELU,
-                                     AvgPool2d,
-                                     Conv2d,
-                                     Flatten,
-                                     Linear,
-                                     MaxPool2d,
-                                     ReLU,
-                                     Sigmoid,
-                                     SiLU,
-                                     Tanh,
+    GELU,
+    AvgPool2d,
+    BatchNorm2d,
+    Conv2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    LayerNorm,
+    Linear,
+    MaxPool2d,
+    ReLU,
+    RMSNorm,
+    Sigmoid,
+    SiLU,
+    Tanh,
 )
 from tilepy.models.nn.module import Module, Sequential
 
-__all__ = ["AvgPool2d", "Conv2d", "Flatten", "GELU", "Linear", "MaxPool2d", "Module",
-           "ReLU", "Sequential", "SiLU", "Sigmoid", "Tanh", "functional", "manual_seed"]
+__all__ = ["AvgPool2d", "BatchNorm2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU",
+           "LayerNorm", "Linear", "MaxPool2d", "Module", "RMSNorm", "ReLU", "Sequential",
+           "SiLU", "Sigmoid", "Tanh", "functional", "manual_seed"]

@@ -177,3 +177,16 @@ def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0) -> Tensor:
 
 def flatten(x: Tensor, start_dim: int = 1) -> Tensor:
     return as_tensor(x).flatten(start_dim)
+
+
+from tilepy.models.nn.norm import (  # noqa: E402 - built on the ops above
+    batch_norm,
+    dropout,
+    embedding,
+    layer_norm,
+    rms_norm,
+)
+
+__all__ = ["avg_pool2d", "batch_norm", "conv2d", "cross_entropy", "dropout", "embedding",
+           "flatten", "gelu", "layer_norm", "linear", "max_pool2d", "relu", "rms_norm",
+           "sigmoid", "silu", "tanh"]

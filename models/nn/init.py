@@ -15,3 +15,13 @@ def manual_seed(seed: int) -> None:
 def uniform(shape, bound: float, dtype) -> np.ndarray:
     """U(-bound, bound) samples (PyTorch's default for Linear and Conv2d)."""
     return _RNG[0].uniform(-bound, bound, size=shape).astype(dtype)
+
+
+def normal(shape, dtype) -> np.ndarray:
+    """N(0, 1) samples (PyTorch's default for Embedding)."""
+    return _RNG[0].standard_normal(size=shape).astype(dtype)
+
+
+def seed() -> int:
+    """A 32-bit seed for a counter-based generator (dropout)."""
+    return int(_RNG[0].integers(0, 2**32))

@@ -100,3 +100,102 @@ GELU = _activation("GELU", F.gelu)
 SiLU = _activation("SiLU", F.silu)
 Tanh = _activation("Tanh", F.tanh)
 Sigmoid = _activation("Sigmoid", F.sigmoid)
+
+
+def _shape(normalized_shape) -> tuple:
+    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+
+class LayerNorm(Module):
+    """Normalise over the last dims `normalized_shape`, then weight * x + bias."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 dtype=np.float32):
+        super().__init__()
+        self.normalized_shape, self.eps = _shape(normalized_shape), eps
+        affine = elementwise_affine
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype)) if affine else None
+        self.bias = Parameter(np.zeros(self.normalized_shape, dtype)) if affine else None
+        self.dtype = np.dtype(dtype)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+    def forward(self, x):
+        x = as_input(self, x, self.dtype)
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps,
+                            who=repr(self))
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x^2) + eps) over the last dims, times weight."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-6, elementwise_affine: bool = True,
+                 dtype=np.float32):
+        super().__init__()
+        self.normalized_shape, self.eps = _shape(normalized_shape), eps
+        self.weight = (Parameter(np.ones(self.normalized_shape, dtype))
+                       if elementwise_affine else None)
+        self.dtype = np.dtype(dtype)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+    def forward(self, x):
+        x = as_input(self, x, self.dtype)
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps, who=repr(self))
+
+
+class BatchNorm2d(Module):
+    """Per-channel normalisation of NCHW input with running statistics (buffers
+    running_mean, running_var, saved in the state_dict)."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True, dtype=np.float32):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.weight = Parameter(np.ones(num_features, dtype)) if affine else None
+        self.bias = Parameter(np.zeros(num_features, dtype)) if affine else None
+        self.register_buffer("running_mean", np.zeros(num_features, dtype))
+        self.register_buffer("running_var", np.ones(num_features, dtype))
+        self.dtype = np.dtype(dtype)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+    def forward(self, x):
+        x = as_input(self, x, self.dtype)
+        if x.ndim != 4:
+            raise model_error(f"{self!r}: expected input of shape (N, {self.num_features}, "
+                              f"H, W); got {x.shape}")
+        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            self.training, self.momentum, self.eps, who=repr(self))
+
+
+class Embedding(Module):
+    """A lookup table: integer indices of any shape -> rows of weight (num, dim)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, dtype=np.float32):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = Parameter(init.normal((num_embeddings, embedding_dim), dtype))
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+    def forward(self, idx):
+        return F.embedding(idx, self.weight, who=repr(self))
+
+
+class Dropout(Module):
+    """Zero elements with probability p while training (a counter-based, seeded mask)."""
+
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        self.p = p
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)

@@ -20,7 +20,8 @@ F = nn.functional
 
 
 def load(model: str, seed: int = 0):
-    """(x_train, y_train, x_test, y_test), pixels scaled to [0, 1], shaped for `model`."""
+    """(x_train, y_train, x_test, y_test), standardised by the training set's pixel mean
+    and standard deviation, shaped for `model`."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -30,7 +31,10 @@ def load(model: str, seed: int = 0):
         x = x.reshape(-1, 1, 8, 8)
     xtr, xte, ytr, yte = train_test_split(x, d.target, test_size=0.2, random_state=seed,
                                           stratify=d.target)
-    return xtr, ytr.astype(np.int32), xte, yte.astype(np.int32)
+    mean, std = xtr.mean(), xtr.std()
+    xtr, xte = ((a - mean) / std for a in (xtr, xte))
+    return xtr.astype(np.float32), ytr.astype(np.int32), xte.astype(np.float32), \
+        yte.astype(np.int32)
 
 
 class Momentum:
@@ -58,7 +62,8 @@ def accuracy(model, x, y, batch: int = 512) -> float:
 
 def train(model_name: str = "lenet5", epochs: int = 12, batch: int = 32, lr: float = 0.05,
           seed: int = 0, progress: bool = True):
-    """Train; returns (model, test accuracy, steps, seconds spent in steps)."""
+    """Train (the learning rate falls linearly to 0 over the run); returns (model, test
+    accuracy, steps, seconds spent in steps)."""
     xtr, ytr, xte, yte = load(model_name, seed)
     nn.manual_seed(seed)
     model = vision.lenet5() if model_name == "lenet5" else vision.mlp()
@@ -71,6 +76,7 @@ def train(model_name: str = "lenet5", epochs: int = 12, batch: int = 32, lr: flo
         order = rng.permutation(len(xtr))
         for s in range(steps_per_epoch):
             idx = order[s * batch:(s + 1) * batch]
+            opt.lr = lr * (1.0 - steps / (epochs * steps_per_epoch))
             t0 = time.perf_counter()
             loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
             model.zero_grad()
