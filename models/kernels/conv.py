@@ -116,12 +116,20 @@ def conv2d_dgrad(block_M=64, block_N=16, block_K=32, dtype="float32"):
                     c_h[j] = T.if_then_else(d < depth, d % (KH * KW) // KW, H + pad + 1)
                     c_w[j] = d % KW
                     c_at[j] = d // (KH * KW) * OH * OW
-                for i, j in T.Parallel(block_M, block_K):
-                    th, tw = r_h[i] - c_h[j], r_w[i] - c_w[j]
-                    oh, ow = th // stride, tw // stride
-                    ok = (th >= 0 and tw >= 0 and oh * stride == th and ow * stride == tw
-                          and oh < OH and ow < OW)
-                    A_s[i, j] = T.if_then_else(ok, dYf[r_at[i] + c_at[j] + oh * OW + ow], 0.0)
+                if stride == 1:  # every tap lands on an output: no division
+                    for i, j in T.Parallel(block_M, block_K):
+                        oh, ow = r_h[i] - c_h[j], r_w[i] - c_w[j]
+                        ok = oh >= 0 and ow >= 0 and oh < OH and ow < OW
+                        A_s[i, j] = T.if_then_else(ok, dYf[r_at[i] + c_at[j] + oh * OW + ow],
+                                                   0.0)
+                else:
+                    for i, j in T.Parallel(block_M, block_K):
+                        th, tw = r_h[i] - c_h[j], r_w[i] - c_w[j]
+                        oh, ow = th // stride, tw // stride
+                        ok = (th >= 0 and tw >= 0 and oh * stride == th and ow * stride == tw
+                              and oh < OH and ow < OW)
+                        A_s[i, j] = T.if_then_else(ok, dYf[r_at[i] + c_at[j] + oh * OW + ow],
+                                                   0.0)
                 for i, j in T.Parallel(block_K, block_N):
                     d, c = k * block_K + i, bx * block_N + j
                     f, kk = d // (KH * KW), d % (KH * KW)
