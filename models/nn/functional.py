@@ -190,3 +190,11 @@ from tilepy.models.nn.norm import (  # noqa: E402 - built on the ops above
 __all__ = ["avg_pool2d", "batch_norm", "conv2d", "cross_entropy", "dropout", "embedding",
            "flatten", "gelu", "layer_norm", "linear", "max_pool2d", "relu", "rms_norm",
            "sigmoid", "silu", "tanh"]
+
+from tilepy.models.nn.attention import (  # noqa: E402
+    bmm,
+    scaled_dot_product_attention,
+    softmax,
+)
+
+__all__ += ["bmm", "scaled_dot_product_attention", "softmax"]

@@ -111,3 +111,25 @@ def test_norm_layers_check_their_input():
     with pytest.raises(ModelError, match=r"BatchNorm2d\(3.*\): expected input of shape "
                                          r"\(N, 3, \.\.\.\); got \(2, 4, 5, 5\)"):
         nn.BatchNorm2d(3)(np.zeros((2, 4, 5, 5), np.float32))
+
+
+def test_softmax_bmm_and_attention_gradients():
+    rng = np.random.default_rng(5)
+    check(lambda x: F.softmax(x), rand(rng, 3, 4))
+    check(lambda a, b: F.bmm(a, b), rand(rng, 2, 3, 4), rand(rng, 2, 4, 2))
+    q, k, v = rand(rng, 2, 3, 4), rand(rng, 2, 5, 4), rand(rng, 2, 5, 4)
+    check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, k, v)
+    q3 = rand(rng, 1, 4, 2)
+    check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q3,
+          rand(rng, 1, 4, 2), rand(rng, 1, 4, 2))
+
+
+def test_attention_values():
+    rng = np.random.default_rng(6)
+    q, k, v = rand(rng, 2, 3, 4), rand(rng, 2, 3, 4), rand(rng, 2, 3, 4)
+    s = q @ np.swapaxes(k, 1, 2) / 2.0
+    s = s + np.where(np.arange(3)[None, :] > np.arange(3)[:, None], -np.inf, 0.0)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    got = F.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v), is_causal=True)
+    np.testing.assert_allclose(got.data, want, rtol=1e-12, atol=1e-14)
