@@ -113,6 +113,9 @@ def activation(x: Tensor, op: str) -> Tensor:
     """relu, gelu, silu, tanh, sigmoid, exp, log: one kernel forward, one backward."""
     if x.dtype.type not in FLOATS:
         raise model_error(f"{op}: expected a float32 or float64 tensor; got {x.dtype}")
+    if op == "relu":  # relu is the binary kernel's mask both ways: one compile fewer
+        out = K.binary(x.data, x.data, "relu_mask")
+        return record(out, (x,), lambda g: (K.binary(g, x.data, "relu_mask"),), op)
     out = K.unary(x.data, op)
     return record(out, (x,), lambda g: (K.unary_bwd(x.data, out, g, op),), op)
 

@@ -12,16 +12,14 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 # Each kernel the digits models' training step launches (float32), slowest compiles first.
+# (Stride-1 convolutions compute dgrad and wgrad with the forward kernel; ReLU is binary's.)
 LENET5 = [
-    ("tilepy.models.kernels.conv", "conv2d_wgrad", {}),
-    ("tilepy.models.kernels.conv", "conv2d_dgrad", {}),
     ("tilepy.models.kernels.conv", "conv2d_fwd", {}),
     ("tilepy.kernels.gemm", "gemm", dict(in_dtype="float32", out_dtype="float32",
                                          accum_dtype="float32")),
     ("tilepy.models.kernels.xent", "softmax_xent", dict(block_C=16)),
     ("tilepy.models.kernels.pool", "pool2d_bwd", dict(kind="max")),
     ("tilepy.models.kernels.pool", "pool2d_fwd", dict(kind="max")),
-    ("tilepy.models.kernels.elementwise", "unary_bwd", {}),
     ("tilepy.kernels.reductions", "row_reduce", dict(kind="sum", dtype="float32",
                                                      out_dtype="float32")),
     ("tilepy.models.kernels.elementwise", "unary", {}),

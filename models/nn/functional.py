@@ -129,16 +129,49 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         g = np.ascontiguousarray(g)
         gx = gw = gb = None
         if x.requires_grad:
-            gx = np.empty(x.shape, x.dtype)
-            launch(C.conv2d_dgrad(dtype=d), g, weight.data, S, gx)
+            gx = _dgrad(g, weight.data, x.shape, s, p, groups)
         if weight.requires_grad:
-            gw = np.empty(weight.shape, x.dtype)
-            launch(C.conv2d_wgrad(dtype=d), g, xd, S, gw)
+            gw = _wgrad(g, xd, weight.shape, s, p, groups)
         if bias is not None:
             gb = K.reduce(g, (0, 2, 3), "sum", False)
         return gx, gw, gb
     parents = (x, weight) if bias is None else (x, weight, bias)
     return record(y, parents, bwd, "conv2d")
+
+
+def _fwd(x: np.ndarray, w: np.ndarray, pad: int, out_hw: tuple) -> np.ndarray:
+    """A stride-1 forward convolution (no bias) with the forward kernel."""
+    out = np.empty((x.shape[0], w.shape[0], *out_hw), x.dtype)
+    launch(K.kernel(C.conv2d_fwd, dtype=x.dtype), np.ascontiguousarray(x),
+           np.ascontiguousarray(w), np.zeros((w.shape[0],), x.dtype),
+           np.array([1, pad], np.int32), out)
+    return out
+
+
+def _dgrad(g, w, x_shape, stride: int, pad: int, groups: int) -> np.ndarray:
+    """dX. Stride 1: the forward kernel on dY with the filters flipped and their in/out
+    channels swapped (padding KH-1-pad), one compiled kernel fewer; else conv2d_dgrad."""
+    f, cg, kh, kw = w.shape
+    if stride == 1 and kh == kw and pad <= kh - 1:
+        flipped = w.reshape(groups, f // groups, cg, kh, kw).transpose(0, 2, 1, 3, 4)
+        flipped = flipped.reshape(groups * cg, f // groups, kh, kw)[:, :, ::-1, ::-1]
+        return _fwd(g, flipped, kh - 1 - pad, x_shape[2:])
+    gx = np.empty(x_shape, g.dtype)
+    launch(K.kernel(C.conv2d_dgrad, dtype=g.dtype), g, w, np.array([stride, pad], np.int32),
+           gx)
+    return gx
+
+
+def _wgrad(g, x, w_shape, stride: int, pad: int, groups: int) -> np.ndarray:
+    """dW. Stride 1 without groups: the forward kernel with the batch as channels (X's
+    channels as the batch, dY's planes as the filters); else conv2d_wgrad."""
+    if stride == 1 and groups == 1:
+        out = _fwd(x.transpose(1, 0, 2, 3), g.transpose(1, 0, 2, 3), pad, w_shape[2:])
+        return np.ascontiguousarray(out.transpose(1, 0, 2, 3))
+    gw = np.empty(w_shape, g.dtype)
+    launch(K.kernel(C.conv2d_wgrad, dtype=g.dtype), g, x, np.array([stride, pad], np.int32),
+           gw)
+    return gw
 
 
 def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: str) -> Tensor:
