@@ -38,6 +38,14 @@ def test_elementwise_with_broadcasting(shape, seed):
     check(lambda x: 3.0 - 2.0 * x / 4.0 + 1, a)
 
 
+def test_rsqrt_and_affine_kernels():
+    from tilepy.models.ops import activation, affine
+
+    x = np.abs(rand(np.random.default_rng(4), 3, 4)) + 0.2
+    check(lambda t: activation(t, "rsqrt"), x)
+    check(lambda t: affine(t, -1.5, 0.25), x)
+
+
 @pytest.mark.parametrize("name", ["relu", "gelu", "silu", "tanh", "sigmoid", "exp", "log"])
 def test_activations(name):
     rng = np.random.default_rng(1)
