@@ -381,3 +381,19 @@ def _copy(rng: random.Random, name: str) -> PrimFunc:
 
 _BUILDERS = {"elementwise": _elementwise, "reduce": _reduce, "gemm": _gemm, "cast": _cast,
              "copy": _copy}
+
+
+# ---------------------------------------------------------------- models (autograd shapes)
+
+
+@st.composite
+def conv_cases(draw):
+    """(N, C, H, W, F, K, stride, pad, groups) for a conv2d small enough for finite
+    differences in the interpreter; kernels take every size symbolically (no compile)."""
+    groups = draw(st.sampled_from([1, 1, 2]))
+    c, f = groups * draw(st.integers(1, 2)), groups * draw(st.integers(1, 2))
+    k = draw(st.integers(1, 3))
+    stride, pad = draw(st.integers(1, 2)), draw(st.integers(0, 1))
+    h = draw(st.integers(max(1, k - 2 * pad), 5))
+    w = draw(st.integers(max(1, k - 2 * pad), 5))
+    return draw(st.integers(1, 2)), c, h, w, f, k, stride, pad, groups

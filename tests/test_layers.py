@@ -40,6 +40,7 @@ KNOWN_CYCLES = [
     {"tilepy.interpreter.access", "tilepy.interpreter.evaluate",
      "tilepy.interpreter.sanitize", "tilepy.interpreter.state"},  # Ctx.host_value
     {"tilepy.precision.codecs", "tilepy.precision.codecs64"},  # numba codecs, both lazy
+    {"tilepy.models.ops", "tilepy.models.tensor"},  # Tensor's operators call the ops (lazily)
 ]
 
 

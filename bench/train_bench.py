@@ -1,0 +1,148 @@
+"""Training-step benchmark: steps/s of an MLP 64-256-256-10 (batch 64, softmax
+cross-entropy, SGD with momentum) on tilepy.models (JIT, exact mode) beside PyTorch CPU at
+the same thread count, with tilepy's step split into kernel time and the rest (Python:
+autograd, glue, launch dispatch). Also: LeNet-5 (8x8 digits variant) with `--lenet`.
+
+    .venv/bin/python bench/train_bench.py [--steps 200] [--rounds 5] [--threads 2] [--lenet]
+
+The update on both sides is SGD with momentum 0.9 (tilepy's through its elementwise
+kernels: tilepy.models.zoo.digits.Momentum); PyTorch's Adam step rate is printed too for
+reference with the issue's figure. Rounds interleave the competitors; each prints the
+median. The first tilepy step (kernel compiles or disk-cache loads) is timed separately.
+Not a test; PyTorch is optional.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle pools must not spin
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from tilepy.models import nn  # noqa: E402
+from tilepy.models.kernels.launch import profile  # noqa: E402
+from tilepy.models.zoo import lenet5, mlp  # noqa: E402
+from tilepy.models.zoo.digits import Momentum  # noqa: E402
+
+F = nn.functional
+
+
+def _data(shape, batch=64, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((batch, *shape)).astype(np.float32),
+            rng.integers(0, 10, batch).astype(np.int32))
+
+
+def tilepy_runner(make, shape):
+    nn.manual_seed(0)
+    model = make()
+    opt = Momentum(model.parameters(), 0.01)
+    x, y = _data(shape)
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        model.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def torch_runner(kind, shape, adam=False):
+    import torch
+
+    torch.manual_seed(0)
+    if kind == "mlp":
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                    torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                                    torch.nn.Linear(256, 10))
+    else:
+        t = torch.nn
+        model = t.Sequential(t.Conv2d(1, 6, 5, padding=2), t.ReLU(), t.MaxPool2d(2),
+                             t.Conv2d(6, 16, 5, padding=2), t.ReLU(), t.MaxPool2d(2),
+                             t.Flatten(), t.Linear(64, 120), t.ReLU(), t.Linear(120, 84),
+                             t.ReLU(), t.Linear(84, 10))
+    opt = (torch.optim.Adam(model.parameters(), 1e-3) if adam
+           else torch.optim.SGD(model.parameters(), 0.01, momentum=0.9))
+    x, y = (torch.from_numpy(a) for a in _data(shape))
+    y = y.long()
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return step
+
+
+def rate(step, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    return n / (time.perf_counter() - t0)
+
+
+def split(step, n):
+    """(steps/s, seconds per step in kernels, kernel launches per step)."""
+    with profile() as rec:
+        r = rate(step, n)
+    return r, sum(v[1] for v in rec.values()) / n, sum(v[0] for v in rec.values()) / n
+
+
+def bench(kind, args):
+    make, shape = (lambda: mlp(), (64,)) if kind == "mlp" else (lenet5, (1, 8, 8))
+    step = tilepy_runner(make, shape)
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    others = {}
+    try:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        others = {"torch SGD": torch_runner(kind, shape), "torch Adam":
+                  torch_runner(kind, shape, adam=True)}
+    except ImportError:
+        pass
+    rows = {"tilepy": [], **{k: [] for k in others}}
+    kern, launches = [], 0
+    for _ in range(args.rounds):
+        r, k, launches = split(step, args.steps)
+        rows["tilepy"].append(r)
+        kern.append(k)
+        for name, fn in others.items():
+            rows[name].append(rate(fn, args.steps))
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    per_step = 1.0 / med["tilepy"]
+    k = statistics.median(kern)
+    print(f"\n{kind} batch 64: first step {first:.2f} s (compiles or cache loads)")
+    print(f"  tilepy exact  {med['tilepy']:8.1f} steps/s  ({per_step * 1e3:.3f} ms/step: "
+          f"kernels {k * 1e3:.3f} ms in {launches:.0f} launches, the rest "
+          f"{(per_step - k) * 1e3:.3f} ms Python)")
+    for name in others:
+        print(f"  {name:13s} {med[name]:8.1f} steps/s  tilepy / it = "
+              f"{med['tilepy'] / med[name]:.2f}x")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lenet", action="store_true")
+    args = ap.parse_args()
+    import numba
+
+    numba.set_num_threads(args.threads)
+    print(f"threads: {args.threads}; load average {os.getloadavg()[0]:.2f}")
+    bench("mlp", args)
+    if args.lenet:
+        bench("lenet", args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""Elementwise kernels over flat arrays (broadcast operands are materialised by the op
+first): `unary` (activations and the affine map a*x + b), `unary_bwd` (their derivatives),
+`binary` (+ - * / max and the ReLU mask). The formula is picked at run time by a one-element
+int32 op code, so each kernel compiles once per dtype and serves every op and every size.
+Arithmetic is in the storage dtype; transcendentals in float64, rounded once (the contract).
+"""
+
+import math
+
+import tilepy
+import tilepy.language as T
+
+# unary op codes (forward: unary, backward: unary_bwd)
+AFFINE, RELU, GELU, SILU, TANH, SIGMOID, EXP, LOG, RSQRT = range(9)
+UNARY = {"affine": AFFINE, "relu": RELU, "gelu": GELU, "silu": SILU, "tanh": TANH,
+         "sigmoid": SIGMOID, "exp": EXP, "log": LOG, "rsqrt": RSQRT}
+# binary op codes
+ADD, SUB, MUL, DIV, MAXIMUM, RELU_MASK = range(6)
+BINARY = {"add": ADD, "sub": SUB, "mul": MUL, "div": DIV, "maximum": MAXIMUM,
+          "relu_mask": RELU_MASK}
+_RSQRT2 = 1.0 / math.sqrt(2.0)
+_RSQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@tilepy.jit
+def unary(block=1024, dtype="float32"):
+    """Y = f(X): affine (P[0] * x + P[1]), relu, gelu (erf form), silu, tanh, sigmoid,
+    exp, log, rsqrt (of P[0] * x + P[1]); the op is Op[0]."""
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def unary(X: T.Tensor((n,), dtype), Op: T.Tensor((1,), "int32"),
+              P: T.Tensor((2,), dtype), Y: T.Tensor((n,), dtype)):
+        with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
+            x = T.alloc_fragment((block,), dtype)
+            T.copy(X[bx * block], x)
+            op = Op[0]
+            a, b = P[0], P[1]
+            if op == AFFINE:
+                for i in T.Parallel(block):
+                    x[i] = a * x[i] + b
+            elif op == RELU:
+                for i in T.Parallel(block):
+                    x[i] = T.if_then_else(x[i] > 0.0, x[i], 0.0)
+            elif op == GELU:
+                for i in T.Parallel(block):
+                    x[i] = 0.5 * x[i] * (1.0 + T.erf(x[i] * _RSQRT2))
+            elif op == SILU:
+                for i in T.Parallel(block):
+                    x[i] = x[i] * T.sigmoid(x[i])
+            elif op == TANH:
+                for i in T.Parallel(block):
+                    x[i] = T.tanh(x[i])
+            elif op == SIGMOID:
+                for i in T.Parallel(block):
+                    x[i] = T.sigmoid(x[i])
+            elif op == EXP:
+                for i in T.Parallel(block):
+                    x[i] = T.exp(x[i])
+            elif op == LOG:
+                for i in T.Parallel(block):
+                    x[i] = T.log(x[i])
+            else:
+                for i in T.Parallel(block):
+                    x[i] = T.rsqrt(a * x[i] + b)
+            T.copy(x, Y[bx * block])
+
+    return unary
+
+
+@tilepy.jit
+def unary_bwd(block=1024, dtype="float32"):
+    """dX = dY * f'(x) for the ops of `unary`, given X and the forward's output Y."""
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def unary_bwd(X: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype),
+                  dY: T.Tensor((n,), dtype), Op: T.Tensor((1,), "int32"),
+                  P: T.Tensor((2,), dtype), dX: T.Tensor((n,), dtype)):
+        with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
+            x = T.alloc_fragment((block,), dtype)
+            y = T.alloc_fragment((block,), dtype)
+            g = T.alloc_fragment((block,), dtype)
+            T.copy(X[bx * block], x)
+            T.copy(Y[bx * block], y)
+            T.copy(dY[bx * block], g)
+            op = Op[0]
+            a = P[0]
+            if op == AFFINE:
+                for i in T.Parallel(block):
+                    g[i] = g[i] * a
+            elif op == RELU:
+                for i in T.Parallel(block):
+                    g[i] = T.if_then_else(x[i] > 0.0, g[i], 0.0)
+            elif op == GELU:
+                for i in T.Parallel(block):
+                    cdf = 0.5 * (1.0 + T.erf(x[i] * _RSQRT2))
+                    pdf = T.exp(-0.5 * x[i] * x[i]) * _RSQRT2PI
+                    g[i] = g[i] * (cdf + x[i] * pdf)
+            elif op == SILU:
+                for i in T.Parallel(block):
+                    s = T.sigmoid(x[i])
+                    g[i] = g[i] * (s * (1.0 + x[i] * (1.0 - s)))
+            elif op == TANH:
+                for i in T.Parallel(block):
+                    g[i] = g[i] * (1.0 - y[i] * y[i])
+            elif op == SIGMOID:
+                for i in T.Parallel(block):
+                    g[i] = g[i] * (y[i] * (1.0 - y[i]))
+            elif op == EXP:
+                for i in T.Parallel(block):
+                    g[i] = g[i] * y[i]
+            elif op == LOG:
+                for i in T.Parallel(block):
+                    g[i] = g[i] / x[i]
+            else:
+                for i in T.Parallel(block):
+                    g[i] = g[i] * (-0.5 * a * y[i] * y[i] * y[i])
+            T.copy(g, dX[bx * block])
+
+    return unary_bwd
+
+
+@tilepy.jit
+def binary(block=1024, dtype="float32"):
+    """Z = X op Y elementwise: add, sub, mul, div, maximum, relu_mask (x where y > 0,
+    else 0); the op is Op[0]. Z may be X itself (accumulating a gradient in place)."""
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def binary(X: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype),
+               Op: T.Tensor((1,), "int32"), Z: T.Tensor((n,), dtype)):
+        with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
+            x = T.alloc_fragment((block,), dtype)
+            y = T.alloc_fragment((block,), dtype)
+            T.copy(X[bx * block], x)
+            T.copy(Y[bx * block], y)
+            op = Op[0]
+            if op == ADD:
+                for i in T.Parallel(block):
+                    x[i] = x[i] + y[i]
+            elif op == SUB:
+                for i in T.Parallel(block):
+                    x[i] = x[i] - y[i]
+            elif op == MUL:
+                for i in T.Parallel(block):
+                    x[i] = x[i] * y[i]
+            elif op == DIV:
+                for i in T.Parallel(block):
+                    x[i] = x[i] / y[i]
+            elif op == MAXIMUM:
+                for i in T.Parallel(block):
+                    x[i] = T.max(x[i], y[i])
+            else:
+                for i in T.Parallel(block):
+                    x[i] = T.if_then_else(y[i] > 0.0, x[i], 0.0)
+            T.copy(x, Z[bx * block])
+
+    return binary

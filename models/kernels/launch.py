@@ -1,0 +1,100 @@
+"""Running a kernel from an autograd op: on the JIT (exact mode) straight into the compiled
+function, skipping the per-call argument checks of `Kernel.__call__` (the op built the
+arrays itself: dtypes, shapes and contiguity are right by construction); on any other
+backend through `tilepy.backend.run`, with everything the backend checks.
+
+Small launches run on one thread (as PyTorch runs ops below its grain size): waking
+Numba's pool costs far more than such a kernel's work, and on a busy machine a parallel
+launch over a few blocks waits for descheduled workers (0.6 ms instead of 9 us measured
+here). Launches whose largest array has at least GRAIN elements use all of Numba's threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from tilepy.backend import _current, current, run
+from tilepy.ir.expr import Var
+
+# _current (the backend context) is read directly on every launch: current() also
+# consults the environment each time.
+
+_PLANS: dict[int, tuple] = {}  # id(kernel) -> (kernel, [(param, dim) per size], compiled)
+GRAIN = 1 << 17
+_THREADS = [0, 0]  # [threads Numba had at our first launch, threads set now]
+_PROFILE: list = []  # the innermost profile() record, when one is active
+
+
+@contextlib.contextmanager
+def profile():
+    """Record each kernel's launches and seconds inside the block:
+    `with profile() as p: ...` then p[name] == [calls, seconds]."""
+    record: dict = defaultdict(lambda: [0, 0.0])
+    _PROFILE.append(record)
+    try:
+        yield record
+    finally:
+        _PROFILE.remove(record)
+
+
+def _plan(kernel) -> tuple:
+    """(kernel, where each symbolic size is read: (param index, dim), in the order the
+    compiled function takes them, its compiled JIT function or None)."""
+    hit = _PLANS.get(id(kernel))
+    if hit is not None and hit[0] is kernel:
+        return hit
+    func, where = kernel.func, {}
+    for i, p in enumerate(func.params):
+        for d, s in enumerate(p.shape):
+            if isinstance(s, Var):
+                where.setdefault(s.name, (i, d))
+    plan = (kernel, [where[v.name] for v in func.sizes], [None])
+    _PLANS[id(kernel)] = plan
+    return plan
+
+
+def launch(kernel, *arrays: np.ndarray) -> None:
+    """Run `kernel` (a tilepy Kernel) on all its arrays, outputs included, in parameter
+    order; outputs are written in place. Symbolic sizes are read from the arrays."""
+    if _PROFILE:
+        t0 = time.perf_counter()
+        _launch(kernel, arrays)
+        entry = _PROFILE[-1][kernel.func.name]
+        entry[0] += 1
+        entry[1] += time.perf_counter() - t0
+    else:
+        _launch(kernel, arrays)
+
+
+def _launch(kernel, arrays) -> None:
+    _, where, compiled = _plan(kernel)
+    sizes = [arrays[i].shape[d] for i, d in where]
+    chosen = _current.get()
+    name, options = current() if chosen is None else chosen
+    if name == "jit" and not options:
+        if compiled[0] is None:
+            from tilepy.jit import compile as jit_compile  # loads lazily (DESIGN.md)
+
+            compiled[0] = jit_compile(kernel.func).fn
+        _threads(max(a.size for a in arrays) >= GRAIN)
+        compiled[0](*arrays, *sizes)
+        return
+    func = kernel.func
+    run(func, {p.name: a for p, a in zip(func.params, arrays)},
+        {v.name: n for v, n in zip(func.sizes, sizes)})
+
+
+def _threads(big: bool) -> None:
+    """One thread for a small launch, Numba's full pool for a big one (set only on change)."""
+    import numba
+
+    if not _THREADS[0]:
+        _THREADS[0] = _THREADS[1] = numba.get_num_threads()
+    want = _THREADS[0] if big else 1
+    if want != _THREADS[1]:
+        numba.set_num_threads(want)
+        _THREADS[1] = want

@@ -1,0 +1,93 @@
+"""Row normalisation forward and backward, the arithmetic of LayerNorm, RMSNorm and
+BatchNorm (whose channels the op first moves to rows). Cfg = [eps, center] at run time:
+center 1 subtracts the row mean (LayerNorm, BatchNorm), 0 does not (RMSNorm), so one
+compile serves all three. The affine weight and bias are applied by the elementwise ops.
+
+forward   mean = center * sum(x)/N, var = sum((x-mean)^2)/N, rstd = 1/sqrt(var + eps),
+          xhat = (x - mean) * rstd        (outputs Xhat, Mean, Var, Rstd per row)
+backward  dx = rstd * (g - center * mean(g) - xhat * mean(g * xhat))
+Rows stream in chunks of block_N, sums j ascending, in float32 for float32 data.
+"""
+
+import tilepy
+import tilepy.language as T
+
+
+@tilepy.jit
+def row_norm_fwd(block_M=4, block_N=256, dtype="float32"):
+    M, N = T.symbolic("M"), T.symbolic("N")
+
+    @T.prim_func
+    def row_norm_fwd(X: T.Tensor((M, N), dtype), Cfg: T.Tensor((2,), dtype),
+                     Xhat: T.Tensor((M, N), dtype), Mean: T.Tensor((M,), dtype),
+                     Var: T.Tensor((M,), dtype), Rstd: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            eps, center = Cfg[0], Cfg[1]
+            x = T.alloc_fragment((block_M, block_N), dtype)
+            total = T.alloc_fragment((block_M,), dtype)
+            mean = T.alloc_fragment((block_M,), dtype)
+            rstd = T.alloc_fragment((block_M,), dtype)
+            T.clear(total)
+            for k in T.serial(T.ceildiv(N, block_N)):
+                T.copy(X[bx * block_M, k * block_N], x)
+                T.reduce_sum(x, total, dim=1, clear=False)
+            for i in T.Parallel(block_M):
+                mean[i] = center * (total[i] / T.cast(N, dtype))
+            T.clear(total)
+            for k in T.serial(T.ceildiv(N, block_N)):
+                T.copy(X[bx * block_M, k * block_N], x)
+                for i, j in T.Parallel(block_M, block_N):
+                    d = x[i, j] - mean[i]
+                    x[i, j] = T.if_then_else(k * block_N + j < N, d * d, 0.0)
+                T.reduce_sum(x, total, dim=1, clear=False)
+            for i in T.Parallel(block_M):
+                total[i] = total[i] / T.cast(N, dtype)
+                rstd[i] = 1.0 / T.sqrt(total[i] + eps)
+            for k in T.serial(T.ceildiv(N, block_N)):
+                T.copy(X[bx * block_M, k * block_N], x)
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = (x[i, j] - mean[i]) * rstd[i]
+                T.copy(x, Xhat[bx * block_M, k * block_N])
+            T.copy(mean, Mean[bx * block_M])
+            T.copy(total, Var[bx * block_M])
+            T.copy(rstd, Rstd[bx * block_M])
+
+    return row_norm_fwd
+
+
+@tilepy.jit
+def row_norm_bwd(block_M=4, block_N=256, dtype="float32"):
+    M, N = T.symbolic("M"), T.symbolic("N")
+
+    @T.prim_func
+    def row_norm_bwd(Xhat: T.Tensor((M, N), dtype), Rstd: T.Tensor((M,), dtype),
+                     G: T.Tensor((M, N), dtype), Cfg: T.Tensor((2,), dtype),
+                     dX: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            center = Cfg[1]
+            g = T.alloc_fragment((block_M, block_N), dtype)
+            xh = T.alloc_fragment((block_M, block_N), dtype)
+            sum_g = T.alloc_fragment((block_M,), dtype)
+            sum_gx = T.alloc_fragment((block_M,), dtype)
+            rstd = T.alloc_fragment((block_M,), dtype)
+            T.clear(sum_g)
+            T.clear(sum_gx)
+            T.copy(Rstd[bx * block_M], rstd)
+            for k in T.serial(T.ceildiv(N, block_N)):
+                T.copy(G[bx * block_M, k * block_N], g)
+                T.copy(Xhat[bx * block_M, k * block_N], xh)
+                T.reduce_sum(g, sum_g, dim=1, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    xh[i, j] = g[i, j] * xh[i, j]
+                T.reduce_sum(xh, sum_gx, dim=1, clear=False)
+            for i in T.Parallel(block_M):
+                sum_g[i] = center * (sum_g[i] / T.cast(N, dtype))
+                sum_gx[i] = sum_gx[i] / T.cast(N, dtype)
+            for k in T.serial(T.ceildiv(N, block_N)):
+                T.copy(G[bx * block_M, k * block_N], g)
+                T.copy(Xhat[bx * block_M, k * block_N], xh)
+                for i, j in T.Parallel(block_M, block_N):
+                    g[i, j] = rstd[i] * (g[i, j] - sum_g[i] - xh[i, j] * sum_gx[i])
+                T.copy(g, dX[bx * block_M, k * block_N])
+
+    return row_norm_bwd

@@ -1,0 +1,128 @@
+"""Array-level ops for the autograd: each computes with a tile kernel (models/kernels or
+tilepy/kernels) on the current backend; numpy here only allocates, reshapes, transposes
+and materialises broadcasts (data movement, no arithmetic).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.kernels.gemm import gemm
+from tilepy.kernels.reductions import row_reduce
+from tilepy.models.kernels import elementwise as E
+from tilepy.models.kernels.launch import launch
+
+_CODES: dict[int, np.ndarray] = {}
+
+
+def code(c: int) -> np.ndarray:
+    """A one-element int32 op-code array (cached: kernels only read it)."""
+    arr = _CODES.get(c)
+    if arr is None:
+        arr = _CODES[c] = np.array([c], np.int32)
+        arr.flags.writeable = False
+    return arr
+
+
+_KERNELS: dict = {}  # (factory, build arguments) -> Kernel, skipping @tilepy.jit's lookup
+_PARAMS: dict = {}  # (a, b, dtype) -> the read-only parameter array of unary kernels
+
+
+def kernel(factory, **build):
+    """The Kernel `factory(**build)`, cached here (the hot path of every op)."""
+    key = (factory, *build.items())
+    k = _KERNELS.get(key)
+    if k is None:
+        k = _KERNELS[key] = factory(**{name: v.name if isinstance(v, np.dtype) else v
+                                        for name, v in build.items()})
+    return k
+
+
+def params(a: float, b: float, dtype) -> np.ndarray:
+    key = (a, b, dtype)
+    arr = _PARAMS.get(key)
+    if arr is None:
+        if len(_PARAMS) > 4096:
+            _PARAMS.clear()
+        arr = _PARAMS[key] = np.array([a, b], dtype)
+        arr.flags.writeable = False
+    return arr
+
+
+def flat(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1)
+
+
+def unary(x: np.ndarray, op: str, a: float = 1.0, b: float = 0.0) -> np.ndarray:
+    out = np.empty(x.shape, x.dtype)
+    launch(kernel(E.unary, dtype=x.dtype), flat(x), code(E.UNARY[op]), params(a, b, x.dtype),
+           out.reshape(-1))
+    return out
+
+
+def unary_bwd(x, y, g, op: str, a: float = 1.0) -> np.ndarray:
+    out = np.empty(x.shape, x.dtype)
+    launch(kernel(E.unary_bwd, dtype=x.dtype), flat(x), flat(y), flat(g), code(E.UNARY[op]),
+           params(a, 0.0, x.dtype), out.reshape(-1))
+    return out
+
+
+def broadcast(a: np.ndarray, shape: tuple) -> np.ndarray:
+    """`a` materialised at `shape` (a contiguous copy when it broadcasts)."""
+    if a.shape == tuple(shape):
+        return np.ascontiguousarray(a)
+    return np.ascontiguousarray(np.broadcast_to(a, shape))
+
+
+def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None):
+    """x op y with numpy broadcasting; `out` may be x itself (in-place accumulation)."""
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    if out is None:
+        out = np.empty(shape, x.dtype)
+    launch(kernel(E.binary, dtype=x.dtype), broadcast(x, shape).reshape(-1),
+           broadcast(y, shape).reshape(-1), code(E.BINARY[op]), out.reshape(-1))
+    return out
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(M, K) @ (K, N) with the library gemm (fp32 or fp64 accumulation, k ascending)."""
+    d = a.dtype
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    launch(kernel(gemm, in_dtype=d, out_dtype=d, accum_dtype=d), np.ascontiguousarray(a),
+           np.ascontiguousarray(b), out)
+    return out
+
+
+def row_reduce2d(x: np.ndarray, kind: str) -> np.ndarray:
+    """Reduce each row of a 2-d array (library row_reduce: j ascending)."""
+    out = np.empty((x.shape[0],), x.dtype)
+    launch(kernel(row_reduce, kind=kind, dtype=x.dtype, out_dtype=x.dtype),
+           np.ascontiguousarray(x), out)
+    return out
+
+
+def _move_last(x: np.ndarray, axes: tuple) -> np.ndarray:
+    keep = [i for i in range(x.ndim) if i not in axes]
+    moved = np.ascontiguousarray(np.transpose(x, keep + list(axes)))
+    rows = int(np.prod([x.shape[i] for i in keep], dtype=np.int64))
+    return moved.reshape(rows, -1)
+
+
+def reduce(x: np.ndarray, axes: tuple, kind: str, keepdims: bool) -> np.ndarray:
+    """sum or max over `axes` (a tuple of non-negative axes), via row reductions."""
+    out = row_reduce2d(_move_last(x, axes), kind)
+    shape = [1 if i in axes else n for i, n in enumerate(x.shape)]
+    if not keepdims:
+        shape = [n for i, n in enumerate(x.shape) if i not in axes]
+    return out.reshape(shape)
+
+
+def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """The gradient of a broadcast: `g` summed back to `shape`."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
+    return reduce(g, axes, "sum", keepdims=True).reshape(shape)

@@ -1,0 +1,27 @@
+"""tilepy.models.nn: modules with PyTorch's API whose ops are tile kernels
+(`from tilepy.models import nn`; `nn.Linear`, `nn.Sequential`, `nn.functional`)."""
+
+from tilepy.models.nn import functional
+from tilepy.models.nn.init import manual_seed
+from tilepy.models.nn.layers import (
+    GELU,
+    AvgPool2d,
+    BatchNorm2d,
+    Conv2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    LayerNorm,
+    Linear,
+    MaxPool2d,
+    ReLU,
+    RMSNorm,
+    Sigmoid,
+    SiLU,
+    Tanh,
+)
+from tilepy.models.nn.module import Module, Sequential
+
+__all__ = ["AvgPool2d", "BatchNorm2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU",
+           "LayerNorm", "Linear", "MaxPool2d", "Module", "RMSNorm", "ReLU", "Sequential",
+           "SiLU", "Sigmoid", "Tanh", "functional", "manual_seed"]

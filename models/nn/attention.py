@@ -1,0 +1,77 @@
+"""softmax, batched matmul and scaled dot-product attention as differentiable ops
+(re-exported by nn.functional).
+Attention is composed: scores = q @ k^T * scale (+ a causal mask of -inf), softmax, @ v,
+each a kernel forward and backward; it is not the flash-style recomputing kernel yet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.models import kops as K
+from tilepy.models.errors import model_error
+from tilepy.models.kernels import attention as A
+from tilepy.models.kernels.launch import launch
+from tilepy.models.ops import as_tensor, record
+from tilepy.models.tensor import Tensor
+
+
+def softmax(x, dim: int = -1) -> Tensor:
+    """Softmax over the last dimension (kernels softmax_fwd, softmax_bwd)."""
+    x = as_tensor(x)
+    if dim not in (-1, x.ndim - 1):
+        raise model_error(f"softmax: only the last dimension is supported; got dim={dim} for "
+                          f"shape {x.shape}", hint="move the axis last with permute()")
+    x2 = np.ascontiguousarray(x.data).reshape(-1, x.shape[-1])
+    y = np.empty(x2.shape, x.dtype)
+    launch(K.kernel(A.softmax_fwd, dtype=x.dtype), x2, y)
+
+    def bwd(g):
+        dx = np.empty(y.shape, y.dtype)
+        launch(K.kernel(A.softmax_bwd, dtype=y.dtype), y,
+               np.ascontiguousarray(g).reshape(y.shape), dx)
+        return (dx.reshape(x.shape),)
+    return record(y.reshape(x.shape), (x,), bwd, "softmax")
+
+
+def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = np.empty((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
+    launch(K.kernel(A.bmm, dtype=a.dtype), np.ascontiguousarray(a), np.ascontiguousarray(b),
+           out)
+    return out
+
+
+def bmm(x, y) -> Tensor:
+    """Batched matmul (..., M, K) @ (..., K, N) with equal leading dims."""
+    x, y = as_tensor(x), as_tensor(y)
+    if (x.ndim < 3 or x.ndim != y.ndim or x.shape[:-2] != y.shape[:-2]
+            or x.shape[-1] != y.shape[-2] or x.dtype != y.dtype):
+        raise model_error(f"bmm: expected (..., M, K) @ (..., K, N) of one dtype; got "
+                          f"{x.shape} {x.dtype} and {y.shape} {y.dtype}")
+    lead = x.shape[:-2]
+    a = x.data.reshape(-1, *x.shape[-2:])
+    b = y.data.reshape(-1, *y.shape[-2:])
+    out = _bmm(a, b)
+
+    def bwd(g):
+        g3 = g.reshape(out.shape)
+        ga = _bmm(g3, np.swapaxes(b, 1, 2)).reshape(x.shape) if x.requires_grad else None
+        gb = _bmm(np.swapaxes(a, 1, 2), g3).reshape(y.shape) if y.requires_grad else None
+        return ga, gb
+    return record(out.reshape(*lead, *out.shape[-2:]), (x, y), bwd, "bmm")
+
+
+def scaled_dot_product_attention(q, k, v, is_causal: bool = False) -> Tensor:
+    """softmax(q k^T / sqrt(d)) v for (..., L, d) queries and (..., S, d) keys/values."""
+    q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
+    if q.ndim < 3 or k.shape != v.shape or q.shape[:-2] != k.shape[:-2] \
+            or q.shape[-1] != k.shape[-1]:
+        raise model_error(f"scaled_dot_product_attention: expected q (..., L, d), k and v "
+                          f"(..., S, d); got {q.shape}, {k.shape}, {v.shape}")
+    perm = tuple(range(k.ndim - 2)) + (k.ndim - 1, k.ndim - 2)
+    scores = bmm(q, k.permute(perm)) * (1.0 / float(np.sqrt(q.shape[-1])))
+    if is_causal:
+        L, S = q.shape[-2], k.shape[-2]
+        mask = np.where(np.arange(S)[None, :] > np.arange(L)[:, None], -np.inf, 0.0)
+        scores = scores + Tensor(mask.astype(q.dtype))
+    return bmm(softmax(scores), v)

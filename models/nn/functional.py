@@ -1,0 +1,233 @@
+"""nn.functional: the layer ops as functions of Tensors (PyTorch's names and layouts).
+Each validates its inputs (a ModelError naming the op and both shapes) and records one
+graph node whose forward and backward are tile kernels (models/kernels, tilepy/kernels).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.models import kops as K
+from tilepy.models.errors import model_error
+from tilepy.models.kernels import conv as C
+from tilepy.models.kernels import pool as P
+from tilepy.models.kernels.launch import launch
+from tilepy.models.kernels.xent import softmax_xent
+from tilepy.models.ops import activation, as_tensor, record
+from tilepy.models.tensor import Tensor
+
+MAX_CLASSES = 1024
+
+
+def relu(x: Tensor) -> Tensor:
+    return activation(x, "relu")
+
+
+def gelu(x: Tensor) -> Tensor:
+    return activation(x, "gelu")
+
+
+def silu(x: Tensor) -> Tensor:
+    return activation(x, "silu")
+
+
+def tanh(x: Tensor) -> Tensor:
+    return activation(x, "tanh")
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    return activation(x, "sigmoid")
+
+
+def _float(op: str, x: Tensor, like: Tensor) -> None:
+    if x.dtype != like.dtype:
+        raise model_error(f"{op}: input dtype {x.dtype} does not match the weight's "
+                          f"{like.dtype}", hint=f"convert the input: x.astype(np.{like.dtype})")
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: str = "linear"):
+    """x @ weight.T + bias; weight is (out_features, in_features)."""
+    x = as_tensor(x)
+    out_f, in_f = weight.shape
+    if x.ndim < 1 or x.shape[-1] != in_f:
+        raise model_error(f"{who}: expected input of shape (..., {in_f}); got {x.shape}")
+    _float(who, x, weight)
+    x2 = x.data.reshape(-1, in_f)
+    y = K.matmul(x2, weight.data.T)
+    if bias is not None:
+        K.binary(y, bias.data, "add", out=y)
+
+    def bwd(g):
+        g2 = g.reshape(-1, out_f)
+        gx = K.matmul(g2, weight.data).reshape(x.shape) if x.requires_grad else None
+        gw = K.matmul(g2.T, x2) if weight.requires_grad else None
+        gb = K.reduce(g2, (0,), "sum", False) if bias is not None else None
+        return gx, gw, gb
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    return record(y.reshape(*x.shape[:-1], out_f), parents, bwd, "linear")
+
+
+def cross_entropy(logits: Tensor, target) -> Tensor:
+    """Mean softmax cross-entropy of (M, C) logits against M integer class labels: one
+    fused kernel computes the loss and its gradient."""
+    logits = as_tensor(logits)
+    labels = np.asarray(target.data if isinstance(target, Tensor) else target)
+    if logits.ndim != 2 or labels.shape != logits.shape[:1]:
+        raise model_error(f"cross_entropy: expected logits (M, C) and labels (M,); got "
+                          f"logits {logits.shape} and labels {labels.shape}")
+    m, c = logits.shape
+    if labels.dtype.kind not in "iu":
+        raise model_error(f"cross_entropy: labels must be integers; got dtype {labels.dtype}")
+    if labels.size and (labels.min() < 0 or labels.max() >= c):
+        raise model_error(f"cross_entropy: labels must lie in [0, {c}); got values from "
+                          f"{labels.min()} to {labels.max()}")
+    if not 0 < c <= MAX_CLASSES:
+        raise model_error(f"cross_entropy: supports 1 to {MAX_CLASSES} classes; got {c}")
+    block_c = max(16, 1 << (c - 1).bit_length())
+    loss = np.empty((1,), logits.dtype)
+    dx = np.empty(logits.shape, logits.dtype)
+    launch(softmax_xent(block_C=block_c, dtype=logits.dtype.name),
+           np.ascontiguousarray(logits.data), labels.astype(np.int32), loss, dx)
+
+    def bwd(g):
+        a = float(g.reshape(-1)[0])
+        return (dx if a == 1.0 else K.unary(dx, "affine", a, 0.0),)
+    return record(loss.reshape(()), (logits,), bwd, "cross_entropy")
+
+
+def _pair(v, name: str) -> int:
+    if isinstance(v, (tuple, list)):
+        if len(set(v)) != 1:
+            raise model_error(f"{name}={tuple(v)}: only square values are supported")
+        v = v[0]
+    return int(v)
+
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
+           groups: int = 1, who: str = "conv2d") -> Tensor:
+    """NCHW input, (F, C/groups, KH, KW) weight."""
+    x = as_tensor(x)
+    s, p = _pair(stride, "stride"), _pair(padding, "padding")
+    f, cg, kh, kw = weight.shape
+    if x.ndim != 4 or x.shape[1] != cg * groups:
+        raise model_error(f"{who}: expected input of shape (N, {cg * groups}, H, W); got "
+                          f"{x.shape}")
+    _float(who, x, weight)
+    n, c, h, w = x.shape
+    oh, ow = (h + 2 * p - kh) // s + 1, (w + 2 * p - kw) // s + 1
+    if oh < 1 or ow < 1:
+        raise model_error(f"{who}: input {x.shape} is smaller than the {kh}x{kw} kernel "
+                          f"(padding {p})")
+    d = x.dtype.name
+    S = np.array([s, p], np.int32)
+    xd = np.ascontiguousarray(x.data)
+    b = bias.data if bias is not None else np.zeros((f,), x.dtype)
+    y = np.empty((n, f, oh, ow), x.dtype)
+    launch(C.conv2d_fwd(dtype=d), xd, weight.data, b, S, y)
+
+    def bwd(g):
+        g = np.ascontiguousarray(g)
+        gx = gw = gb = None
+        if x.requires_grad:
+            gx = _dgrad(g, weight.data, x.shape, s, p, groups)
+        if weight.requires_grad:
+            gw = _wgrad(g, xd, weight.shape, s, p, groups)
+        if bias is not None:
+            gb = K.reduce(g, (0, 2, 3), "sum", False)
+        return gx, gw, gb
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    return record(y, parents, bwd, "conv2d")
+
+
+def _fwd(x: np.ndarray, w: np.ndarray, pad: int, out_hw: tuple) -> np.ndarray:
+    """A stride-1 forward convolution (no bias) with the forward kernel."""
+    out = np.empty((x.shape[0], w.shape[0], *out_hw), x.dtype)
+    launch(K.kernel(C.conv2d_fwd, dtype=x.dtype), np.ascontiguousarray(x),
+           np.ascontiguousarray(w), np.zeros((w.shape[0],), x.dtype),
+           np.array([1, pad], np.int32), out)
+    return out
+
+
+def _dgrad(g, w, x_shape, stride: int, pad: int, groups: int) -> np.ndarray:
+    """dX. Stride 1: the forward kernel on dY with the filters flipped and their in/out
+    channels swapped (padding KH-1-pad), one compiled kernel fewer; else conv2d_dgrad."""
+    f, cg, kh, kw = w.shape
+    if stride == 1 and kh == kw and pad <= kh - 1:
+        flipped = w.reshape(groups, f // groups, cg, kh, kw).transpose(0, 2, 1, 3, 4)
+        flipped = flipped.reshape(groups * cg, f // groups, kh, kw)[:, :, ::-1, ::-1]
+        return _fwd(g, flipped, kh - 1 - pad, x_shape[2:])
+    gx = np.empty(x_shape, g.dtype)
+    launch(K.kernel(C.conv2d_dgrad, dtype=g.dtype), g, w, np.array([stride, pad], np.int32),
+           gx)
+    return gx
+
+
+def _wgrad(g, x, w_shape, stride: int, pad: int, groups: int) -> np.ndarray:
+    """dW. Stride 1 without groups: the forward kernel with the batch as channels (X's
+    channels as the batch, dY's planes as the filters); else conv2d_wgrad."""
+    if stride == 1 and groups == 1:
+        out = _fwd(x.transpose(1, 0, 2, 3), g.transpose(1, 0, 2, 3), pad, w_shape[2:])
+        return np.ascontiguousarray(out.transpose(1, 0, 2, 3))
+    gw = np.empty(w_shape, g.dtype)
+    launch(K.kernel(C.conv2d_wgrad, dtype=g.dtype), g, x, np.array([stride, pad], np.int32),
+           gw)
+    return gw
+
+
+def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: str) -> Tensor:
+    k = _pair(kernel_size, "kernel_size")
+    s = k if stride is None else _pair(stride, "stride")
+    if _pair(padding, "padding") != 0:
+        raise model_error(f"{who}: padding is not supported; got padding={padding}",
+                          hint="pad the input with a convolution's padding instead")
+    x = as_tensor(x)
+    if x.ndim != 4:
+        raise model_error(f"{who}: expected input of shape (N, C, H, W); got {x.shape}")
+    n, c, h, w = x.shape
+    oh, ow = (h - k) // s + 1, (w - k) // s + 1
+    if oh < 1 or ow < 1:
+        raise model_error(f"{who}: input {x.shape} is smaller than the {k}x{k} window")
+    d = x.dtype.name
+    S = np.array([k, s], np.int32)
+    y = np.empty((n, c, oh, ow), x.dtype)
+    arg = np.empty((n, c, oh, ow), np.int32)
+    launch(P.pool2d_fwd(kind=kind, dtype=d), np.ascontiguousarray(x.data), S, y, arg)
+
+    def bwd(g):
+        gx = np.empty(x.shape, x.dtype)
+        launch(P.pool2d_bwd(kind=kind, dtype=d), np.ascontiguousarray(g), arg, S, gx)
+        return (gx,)
+    return record(y, (x,), bwd, f"{kind}_pool2d")
+
+
+def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0) -> Tensor:
+    return _pool("max", x, kernel_size, stride, padding, "max_pool2d")
+
+
+def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0) -> Tensor:
+    return _pool("avg", x, kernel_size, stride, padding, "avg_pool2d")
+
+
+def flatten(x: Tensor, start_dim: int = 1) -> Tensor:
+    return as_tensor(x).flatten(start_dim)
+
+
+from tilepy.models.nn.norm import (  # noqa: E402 - built on the ops above
+    batch_norm,
+    dropout,
+    embedding,
+    layer_norm,
+    rms_norm,
+)
+
+__all__ = ["avg_pool2d", "batch_norm", "conv2d", "cross_entropy", "dropout", "embedding",
+           "flatten", "gelu", "layer_norm", "linear", "max_pool2d", "relu", "rms_norm",
+           "sigmoid", "silu", "tanh"]
+
+from tilepy.models.nn.attention import (  # noqa: E402
+    bmm,
+    scaled_dot_product_attention,
+    softmax,
+)
+
+__all__ += ["bmm", "scaled_dot_product_attention", "softmax"]

@@ -1,0 +1,165 @@
+"""`Module`, the base of every layer (PyTorch's API): parameters and submodules registered
+by attribute assignment, named_parameters, state_dict / load_state_dict (a mismatched
+checkpoint is an error naming the key and both shapes), train() / eval(), __call__.
+`Sequential` chains modules. Layers check their input and name themselves in errors.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from tilepy.models.errors import model_error
+from tilepy.models.tensor import Parameter, Tensor
+
+
+class Module:
+    """Base class of layers and models: subclass it and define forward()."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise model_error(f"{type(self).__name__}.__init__ must call "
+                              "super().__init__() before assigning attributes")
+        for d in (self._parameters, self._modules, self._buffers):
+            d.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        for key in ("_parameters", "_modules", "_buffers"):
+            d = self.__dict__.get(key)
+            if d is not None and name in d:
+                return d[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def register_buffer(self, name: str, value: np.ndarray) -> None:
+        """A persistent array that is not trained (batch-norm running statistics)."""
+        self._buffers[name] = value
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------ traversal
+    def named_modules(self, prefix: str = ""):
+        yield prefix, self
+        for name, m in self._modules.items():
+            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def children(self):
+        return iter(self._modules.values())
+
+    def named_parameters(self, prefix: str = ""):
+        for path, m in self.named_modules(prefix):
+            for name, p in m._parameters.items():
+                yield (f"{path}.{name}" if path else name), p
+
+    def parameters(self):
+        return (p for _, p in self.named_parameters())
+
+    def named_buffers(self):
+        for path, m in self.named_modules():
+            for name, b in m._buffers.items():
+                yield (f"{path}.{name}" if path else name), b
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def train(self, mode: bool = True) -> "Module":
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> "OrderedDict[str, np.ndarray]":
+        """Every parameter and buffer by dotted name, as copies of their arrays."""
+        out = OrderedDict((k, p.data.copy()) for k, p in self.named_parameters())
+        out.update((k, np.array(b, copy=True)) for k, b in self.named_buffers())
+        return out
+
+    def load_state_dict(self, state: dict, strict: bool = True) -> None:
+        """Copy `state`'s arrays into the parameters and buffers with the same names."""
+        own = dict(self.named_parameters())
+        bufs = dict(self.named_buffers())
+        if strict:
+            missing = [k for k in list(own) + list(bufs) if k not in state]
+            extra = [k for k in state if k not in own and k not in bufs]
+            if missing or extra:
+                raise model_error(
+                    f"load_state_dict into {type(self).__name__}: the checkpoint does not "
+                    f"match the model (missing keys {missing}, unexpected keys {extra})",
+                    hint="load a checkpoint of this architecture, or pass strict=False")
+        for k, v in state.items():
+            target = own[k].data if k in own else bufs.get(k)
+            if target is None:
+                continue
+            v = np.asarray(v)
+            if v.shape != target.shape:
+                raise model_error(
+                    f"load_state_dict into {type(self).__name__}: '{k}' has shape "
+                    f"{v.shape} in the checkpoint but {target.shape} in the model",
+                    hint="the checkpoint is of another model or configuration")
+            target[...] = v.astype(target.dtype, copy=False)
+
+    # ------------------------------------------------------------ display
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"  ({n}): " + repr(m).replace("\n", "\n  ") for n, m in self._modules.items()]
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
+
+
+class Sequential(Module):
+    """Applies its modules in order."""
+
+    def __init__(self, *modules: Module):
+        super().__init__()
+        for i, m in enumerate(modules):
+            if not isinstance(m, Module):
+                raise model_error(f"Sequential: item {i} is a {type(m).__name__}, not a "
+                                  "Module")
+            setattr(self, str(i), m)
+
+    def __getitem__(self, i: int) -> Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+
+def as_input(layer: Module, x, dtype) -> Tensor:
+    """`x` as a Tensor of the layer's dtype (numpy arrays are accepted and converted only
+    when their dtype matches)."""
+    t = x if isinstance(x, Tensor) else Tensor(np.asarray(x))
+    if t.dtype != dtype:
+        raise model_error(f"{layer!r}: expected input of dtype {np.dtype(dtype)}; got "
+                          f"{t.dtype} (shape {t.shape})",
+                          hint=f"convert the input: x.astype(np.{np.dtype(dtype)})")
+    return t

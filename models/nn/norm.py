@@ -1,0 +1,154 @@
+"""The functional forms of normalisation, embedding and dropout (re-exported by
+nn.functional): layer_norm, rms_norm, batch_norm, embedding, dropout. Normalisation is the
+row kernels of models/kernels/norms.py (BatchNorm's channels moved to rows by a transpose);
+the affine weight and bias are the elementwise ops, so their gradients come from autograd.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.models import kops as K
+from tilepy.models.errors import model_error
+from tilepy.models.kernels import dropout as D
+from tilepy.models.kernels import embedding as Em
+from tilepy.models.kernels import norms as N
+from tilepy.models.kernels.launch import launch
+from tilepy.models.nn import init
+from tilepy.models.ops import as_tensor, record
+from tilepy.models.tensor import Tensor
+
+
+def _rows(x: np.ndarray, eps: float, center: float):
+    """(xhat, mean, var, rstd, cfg) of each row of a 2-d array."""
+    m = x.shape[0]
+    cfg = np.array([eps, center], x.dtype)
+    xhat = np.empty(x.shape, x.dtype)
+    mean, var, rstd = (np.empty((m,), x.dtype) for _ in range(3))
+    launch(K.kernel(N.row_norm_fwd, dtype=x.dtype), np.ascontiguousarray(x), cfg, xhat, mean,
+           var, rstd)
+    return xhat, mean, var, rstd, cfg
+
+
+def _rows_bwd(xhat, rstd, g, cfg) -> np.ndarray:
+    dx = np.empty(xhat.shape, xhat.dtype)
+    launch(K.kernel(N.row_norm_bwd, dtype=xhat.dtype), xhat, rstd, np.ascontiguousarray(g),
+           cfg, dx)
+    return dx
+
+
+def _normalize_last(x: Tensor, n: int, eps: float, center: float) -> Tensor:
+    """x normalised over its last n elements per row (LayerNorm / RMSNorm without affine)."""
+    x2 = x.data.reshape(-1, n)
+    xhat, _, _, rstd, cfg = _rows(x2, eps, center)
+
+    def bwd(g):
+        return (_rows_bwd(xhat, rstd, g.reshape(xhat.shape), cfg).reshape(x.shape),)
+    return record(xhat.reshape(x.shape), (x,), bwd, "layer_norm" if center else "rms_norm")
+
+
+def _check_last(who: str, x: Tensor, shape: tuple) -> int:
+    if x.shape[x.ndim - len(shape):] != tuple(shape) or x.ndim < len(shape):
+        raise model_error(f"{who}: expected input of shape (..., {', '.join(map(str, shape))})"
+                          f"; got {x.shape}")
+    return int(np.prod(shape))
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5,
+               who: str = "layer_norm") -> Tensor:
+    x, shape = as_tensor(x), tuple(normalized_shape)
+    y = _normalize_last(x, _check_last(who, x, shape), eps, 1.0)
+    y = y * weight if weight is not None else y
+    return y + bias if bias is not None else y
+
+
+def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6,
+             who: str = "rms_norm") -> Tensor:
+    x, shape = as_tensor(x), tuple(normalized_shape)
+    y = _normalize_last(x, _check_last(who, x, shape), eps, 0.0)
+    return y * weight if weight is not None else y
+
+
+def _channels_to_rows(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.moveaxis(a, 1, 0)).reshape(a.shape[1], -1)
+
+
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training: bool = True,
+               momentum: float = 0.1, eps: float = 1e-5, who: str = "batch_norm") -> Tensor:
+    """Per-channel normalisation of (N, C, ...) input: batch statistics while training
+    (updating the running ones in place), the running statistics in evaluation."""
+    x = as_tensor(x)
+    c = running_mean.shape[0]
+    if x.ndim < 2 or x.shape[1] != c:
+        raise model_error(f"{who}: expected input of shape (N, {c}, ...); got {x.shape}")
+    bshape = (1, c) + (1,) * (x.ndim - 2)
+    if training:
+        rows = _channels_to_rows(x.data)
+        xhat, mean, var, rstd, cfg = _rows(rows, eps, 1.0)
+        moved = (x.shape[1], x.shape[0], *x.shape[2:])
+
+        def bwd(g):
+            dx = _rows_bwd(xhat, rstd, _channels_to_rows(g), cfg)
+            return (np.ascontiguousarray(np.moveaxis(dx.reshape(moved), 0, 1)),)
+        y = record(np.ascontiguousarray(np.moveaxis(xhat.reshape(moved), 0, 1)), (x,), bwd,
+                   "batch_norm")
+        n = rows.shape[1]
+        _running(running_mean, mean, momentum, 1.0)
+        _running(running_var, var, momentum, n / max(n - 1, 1))
+    else:
+        scale = K.unary(running_var, "rsqrt", 1.0, eps)
+        y = (x - Tensor(running_mean.reshape(bshape))) * Tensor(scale.reshape(bshape))
+    y = y * weight.reshape(bshape) if weight is not None else y
+    return y + bias.reshape(bshape) if bias is not None else y
+
+
+def _running(stat: np.ndarray, batch: np.ndarray, momentum: float, unbias: float) -> None:
+    """stat = (1 - momentum) * stat + momentum * unbias * batch, in place (kernels)."""
+    K.binary(K.unary(stat, "affine", 1.0 - momentum, 0.0),
+             K.unary(batch, "affine", momentum * unbias, 0.0), "add", out=stat)
+
+
+def embedding(idx, weight: Tensor, who: str = "embedding") -> Tensor:
+    """weight[idx] for an integer array idx of any shape; the gradient touches only the
+    rows that occur (summed per row in position order by one kernel)."""
+    idx = np.asarray(idx.data if isinstance(idx, Tensor) else idx)
+    v, d = weight.shape
+    if idx.dtype.kind not in "iu":
+        raise model_error(f"{who}: indices must be integers; got dtype {idx.dtype}")
+    if idx.size and (idx.min() < 0 or idx.max() >= v):
+        raise model_error(f"{who}: indices must lie in [0, {v}); got values from "
+                          f"{idx.min()} to {idx.max()}")
+    flat = idx.reshape(-1).astype(np.int32)
+    out = np.empty((flat.size, d), weight.dtype)
+    launch(K.kernel(Em.embedding_fwd, dtype=weight.dtype), weight.data, flat, out)
+
+    def bwd(g):
+        order = np.argsort(flat, kind="stable").astype(np.int32)
+        rows, starts = np.unique(flat[order], return_index=True)
+        starts = np.append(starts, flat.size).astype(np.int32)
+        part = np.empty((rows.size, d), weight.dtype)
+        launch(K.kernel(Em.embedding_bwd, dtype=weight.dtype),
+               np.ascontiguousarray(g).reshape(-1, d), order, starts, part)
+        gw = np.zeros(weight.shape, weight.dtype)
+        gw[rows] = part  # distinct rows: a move, no arithmetic
+        return (gw,)
+    return record(out.reshape(*idx.shape, d), (weight,), bwd, "embedding")
+
+
+def dropout(x, p: float = 0.5, training: bool = True, seed: int | None = None) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1-p); the mask is a
+    function of (seed, element index): a seed is drawn from nn.manual_seed's generator
+    unless given, and the backward recomputes the same mask."""
+    x = as_tensor(x)
+    if not 0.0 <= p < 1.0:
+        raise model_error(f"dropout: p must be in [0, 1); got {p}")
+    if not training or p == 0.0:
+        return x
+    key = np.array([init.seed() if seed is None else seed, 0], np.uint32)
+    params = np.array([p, 1.0 / (1.0 - p)], x.dtype)
+
+    def apply(a: np.ndarray) -> np.ndarray:
+        out = np.empty(a.shape, a.dtype)
+        launch(K.kernel(D.dropout, dtype=a.dtype), K.flat(a), key, params, out.reshape(-1))
+        return out
+    return record(apply(x.data), (x,), lambda g: (apply(g),), "dropout")

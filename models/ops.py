@@ -1,0 +1,253 @@
+"""The differentiable ops on Tensors: elementwise arithmetic with broadcasting, matmul,
+activations, reductions and shape ops. Each records a graph node whose backward, like its
+forward, computes with tile kernels (models/kops.py); shape ops only move data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.models import autograd
+from tilepy.models import kops as K
+from tilepy.models.errors import model_error
+from tilepy.models.tensor import Tensor
+
+FLOATS = (np.float32, np.float64)
+
+
+def as_tensor(x, like: Tensor | None = None) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    dtype = like.dtype if like is not None else None
+    return Tensor(np.asarray(x, dtype=dtype))
+
+
+def record(data: np.ndarray, parents: tuple, backward, name: str) -> Tensor:
+    """The output tensor of an op; it carries a graph node when a parent needs a grad."""
+    out = Tensor(data)
+    if autograd.is_grad_enabled() and any(p.requires_grad for p in parents):
+        out.requires_grad = True
+        out._node = autograd.Node(backward, parents, name)
+    return out
+
+
+def _same_dtype(op: str, a: Tensor, b: Tensor) -> None:
+    if a.dtype != b.dtype:
+        raise model_error(f"{op}: operands have dtypes {a.dtype} and {b.dtype}",
+                          hint="convert one: Tensor(x.numpy().astype(np.float32))")
+    if a.dtype.type not in FLOATS:
+        raise model_error(f"{op}: expected float32 or float64 tensors; got {a.dtype}")
+
+
+def _scalar(x) -> bool:
+    return isinstance(x, (int, float, np.floating, np.integer))
+
+
+# ------------------------------------------------------------------ elementwise
+
+
+def affine(x: Tensor, a: float, b: float) -> Tensor:
+    """a * x + b for Python scalars a, b."""
+    out = K.unary(x.data, "affine", a, b)
+    return record(out, (x,), lambda g: (K.unary(g, "affine", a, 0.0),), "affine")
+
+
+def _binary(op: str, x, y) -> Tensor:
+    x, y = as_tensor(x), as_tensor(y)
+    _same_dtype(op, x, y)
+    try:
+        np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        raise model_error(f"{op}: shapes {x.shape} and {y.shape} do not broadcast") from None
+    out = K.binary(x.data, y.data, op)
+    return record(out, (x, y), _BACKWARD[op](x, y, out), op)
+
+
+def _add_bwd(x, y, out):
+    return lambda g: (K.unbroadcast(g, x.shape), K.unbroadcast(g, y.shape))
+
+
+def _sub_bwd(x, y, out):
+    return lambda g: (K.unbroadcast(g, x.shape),
+                      K.unbroadcast(K.unary(g, "affine", -1.0, 0.0), y.shape))
+
+
+def _mul_bwd(x, y, out):
+    return lambda g: (K.unbroadcast(K.binary(g, y.data, "mul"), x.shape),
+                      K.unbroadcast(K.binary(g, x.data, "mul"), y.shape))
+
+
+def _div_bwd(x, y, out):
+    def bwd(g):  # d(x/y)/dy = -(x/y)/y
+        gy = K.binary(K.binary(g, out, "mul"), y.data, "div")
+        return (K.unbroadcast(K.binary(g, y.data, "div"), x.shape),
+                K.unbroadcast(K.unary(gy, "affine", -1.0, 0.0), y.shape))
+    return bwd
+
+
+_BACKWARD = {"add": _add_bwd, "sub": _sub_bwd, "mul": _mul_bwd, "div": _div_bwd}
+
+
+def add(x: Tensor, y) -> Tensor:
+    return affine(x, 1.0, float(y)) if _scalar(y) else _binary("add", x, y)
+
+
+def sub(x: Tensor, y) -> Tensor:
+    return affine(x, 1.0, -float(y)) if _scalar(y) else _binary("sub", x, y)
+
+
+def rsub(x: Tensor, y) -> Tensor:
+    return affine(x, -1.0, float(y)) if _scalar(y) else _binary("sub", y, x)
+
+
+def mul(x: Tensor, y) -> Tensor:
+    return affine(x, float(y), 0.0) if _scalar(y) else _binary("mul", x, y)
+
+
+def div(x, y) -> Tensor:
+    x = as_tensor(x)
+    return _binary("div", x, as_tensor(y, like=x))
+
+
+def activation(x: Tensor, op: str) -> Tensor:
+    """relu, gelu, silu, tanh, sigmoid, exp, log: one kernel forward, one backward."""
+    if x.dtype.type not in FLOATS:
+        raise model_error(f"{op}: expected a float32 or float64 tensor; got {x.dtype}")
+    if op == "relu":  # relu is the binary kernel's mask both ways: one compile fewer
+        out = K.binary(x.data, x.data, "relu_mask")
+        return record(out, (x,), lambda g: (K.binary(g, x.data, "relu_mask"),), op)
+    out = K.unary(x.data, op)
+    return record(out, (x,), lambda g: (K.unary_bwd(x.data, out, g, op),), op)
+
+
+# ------------------------------------------------------------------ matmul
+
+
+def matmul(x: Tensor, w) -> Tensor:
+    """(..., K) @ (K, N): the library gemm; backward dX = dY @ W^T, dW = X^T @ dY."""
+    w = as_tensor(w)
+    _same_dtype("matmul", x, w)
+    if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[0]:
+        raise model_error(f"matmul: shapes {x.shape} and {w.shape} do not multiply",
+                          hint="expected (..., K) @ (K, N)")
+    lead = x.shape[:-1]
+    x2 = x.data.reshape(-1, x.shape[-1])
+    out = K.matmul(x2, w.data).reshape(*lead, w.shape[1])
+
+    def bwd(g):
+        g2 = g.reshape(-1, w.shape[1])
+        gx = K.matmul(g2, w.data.T).reshape(x.shape) if x.requires_grad else None
+        gw = K.matmul(x2.T, g2) if w.requires_grad else None
+        return gx, gw
+    return record(out, (x, w), bwd, "matmul")
+
+
+# ------------------------------------------------------------------ reductions
+
+
+def _axes(x: Tensor, dim) -> tuple:
+    if dim is None:
+        return tuple(range(x.ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    out = []
+    for d in dims:
+        if not -x.ndim <= d < max(x.ndim, 1):
+            raise model_error(f"dimension {d} is out of range for a tensor of shape {x.shape}")
+        out.append(d % max(x.ndim, 1))
+    return tuple(sorted(set(out)))
+
+
+def sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001 - torch's name
+    axes = _axes(x, dim)
+    out = K.reduce(x.data, axes, "sum", keepdim)
+    kept = [1 if i in axes else n for i, n in enumerate(x.shape)]
+    return record(out, (x,), lambda g: (K.broadcast(g.reshape(kept), x.shape),), "sum")
+
+
+def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    axes = _axes(x, dim)
+    count = int(np.prod([x.shape[i] for i in axes], dtype=np.int64))
+    return affine(sum(x, dim, keepdim), 1.0 / count, 0.0)
+
+
+def amax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
+    """The max over `dim`; its gradient is shared equally by the elements that attain it."""
+    from tilepy.models.kernels.reduce import max_bwd
+
+    axes = _axes(x, dim)
+    moved = K._move_last(x.data, axes)
+    m = K.row_reduce2d(moved, "max")
+    kept = [1 if i in axes else n for i, n in enumerate(x.shape)]
+    out = m.reshape(kept if keepdim else [n for i, n in enumerate(x.shape) if i not in axes])
+
+    def bwd(g):
+        keep = [i for i in range(x.ndim) if i not in axes]
+        gm = max_bwd(moved, m, np.ascontiguousarray(g).reshape(-1))
+        perm = keep + list(axes)
+        return (np.ascontiguousarray(np.transpose(
+            gm.reshape([x.shape[i] for i in perm]), np.argsort(perm))),)
+    return record(out, (x,), bwd, "max")
+
+
+# ------------------------------------------------------------------ shape ops
+
+
+def reshape(x: Tensor, shape) -> Tensor:
+    try:
+        out = x.data.reshape(shape)
+    except ValueError:
+        raise model_error(f"cannot reshape a tensor of shape {x.shape} "
+                          f"({x.size} elements) to {tuple(shape)}") from None
+    return record(out, (x,), lambda g: (g.reshape(x.shape),), "reshape")
+
+
+def permute(x: Tensor, axes) -> Tensor:
+    axes = tuple(int(a) % max(x.ndim, 1) for a in axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise model_error(f"permute: {axes} is not a permutation of the {x.ndim} "
+                          f"dimensions of shape {x.shape}")
+    out = np.ascontiguousarray(np.transpose(x.data, axes))
+    inv = tuple(np.argsort(axes))
+    return record(out, (x,), lambda g: (np.ascontiguousarray(np.transpose(g, inv)),),
+                  "permute")
+
+
+def _basic(index) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return all(isinstance(i, (int, np.integer, slice)) or i is None or i is Ellipsis
+               for i in items)
+
+
+def getitem(x: Tensor, index) -> Tensor:
+    """Basic indexing (ints, slices, None, ...): a view forward, a scatter backward."""
+    if isinstance(index, Tensor):
+        index = index.data
+    if not _basic(index):
+        raise model_error("indexing a Tensor takes ints, slices, None and ... only",
+                          hint="use nn.functional.embedding for gathers by an index array")
+    out = np.ascontiguousarray(x.data[index])
+
+    def bwd(g):
+        gx = np.zeros(x.shape, x.dtype)
+        gx[index] = g  # distinct elements: a move, no arithmetic
+        return (gx,)
+    return record(out, (x,), bwd, "getitem")
+
+
+def cat(tensors, dim: int = 0) -> Tensor:
+    """Concatenate along `dim` (torch.cat)."""
+    ts = [as_tensor(t) for t in tensors]
+    if not ts:
+        raise model_error("cat: expected at least one tensor")
+    for t in ts[1:]:
+        _same_dtype("cat", ts[0], t)
+    try:
+        out = np.concatenate([t.data for t in ts], axis=dim)
+    except ValueError as e:
+        raise model_error(f"cat: shapes {[t.shape for t in ts]} do not join along "
+                          f"dimension {dim} ({e})") from None
+    cuts = np.cumsum([t.shape[dim] for t in ts])[:-1]
+
+    def bwd(g):
+        return tuple(np.ascontiguousarray(p) for p in np.split(g, cuts, axis=dim))
+    return record(out, tuple(ts), bwd, "cat")
