@@ -8,6 +8,7 @@ op table's rules and raises ParseError with the text's line and column; it never
 from __future__ import annotations
 
 import ast
+import dataclasses
 import io
 import linecache
 import os
@@ -20,24 +21,20 @@ from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var, full_region
 from tilepy.ir.ops import Op, result_dtype
 from tilepy.ir.stmt import (
     Alloc,
-    AtomicAdd,
     Breakpoint,
-    Copy,
-    Cumsum,
     Fill,
     For,
-    Gemm,
     If,
     Launch,
     Let,
     PrimFunc,
     Print,
-    Reduce,
     ReduceKind,
     Store,
     Versioned,
     While,
 )
+from tilepy.ir.tileops import REQUIRED, STMTS
 from tilepy.ir.types import Scope, dtype, int32, is_dtype_name
 
 _AST_SYMBOL = {
@@ -56,7 +53,10 @@ _UNARY_BY_SYMBOL = {sym: op for op, (sym, _) in P.UNARY.items()}
 _FUNC_BY_NAME = {**{name: op for op, name in P.FUNCS.items()}, "neg": Op.NEG}
 _KIND_BY_NAME = {name: kind for kind, name in P.FOR_KINDS.items()}
 _SCOPE_BY_ALLOC = {name: scope for scope, name in P.ALLOCS.items()}
-_REDUCE_BY_NAME = {f"reduce_{k.value}": k for k in ReduceKind}
+# T.<name> -> (statement kind, its `kind` field or None), for tile ops with a table Form
+_FORMS = {n[2:]: (cls, k) for cls, d in STMTS.items() if d.form
+          for n, k in ([(d.surface.format(kind=v.value), v) for v in ReduceKind]
+                       if "{kind}" in d.surface else [(d.surface, None)])}
 _LOC_RES = (re.compile(r"^(.*):(\d+):(\d+)$"), re.compile(r"^(.*):(\d+)()$"))
 
 
@@ -327,17 +327,33 @@ class _Parser:
                 and call.func.id == "breakpoint" and not call.args and not call.keywords):
             return Breakpoint(loc=self.loc(n))
         fn = self.t_name(call) if isinstance(call, ast.Call) else None
-        if fn in _REDUCE_BY_NAME:
-            return self.reduce(call, _REDUCE_BY_NAME[fn], n)
+        if fn in _FORMS:
+            return self.tile_form(call, *_FORMS[fn], self.loc(n))
         handler = getattr(self, "tile_" + fn, None) if fn else None
         if handler is None:
             raise self.error(n, "expected a tile operation (T.copy, T.gemm, ...) statement")
         return handler(call, self.loc(n))
 
-    def tile_copy(self, c: ast.Call, loc: Loc):
-        self.kwargs(c, set())
-        src, dst = self.nargs(c, 2, 2)
-        return Copy(self.region(src), self.region(dst), loc=loc)
+    def tile_form(self, c: ast.Call, cls, kind, loc: Loc):
+        """A tile op in its table form (ir/tileops.py: Form)."""
+        form = STMTS[cls].form
+        types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        values = {"kind": kind} if kind is not None else {}
+        for field, node in zip(form.args, self.nargs(c, len(form.args), len(form.args))):
+            t = types[field]
+            values[field] = (self.region(node) if t == "Region" else
+                             self.expr(node) if t == "Expr" else self.operand(node))
+        kw = self.kwargs(c, {k for k, _, _ in form.options})
+        for key, field, default in form.options:
+            if key in kw:
+                values[field] = self.literal(kw[key], (type(default),) if default is not
+                                             REQUIRED else (int,))
+            elif default is REQUIRED:
+                name = STMTS[cls].surface.format(kind=kind or "")
+                raise self.error(c, f"{name} needs {key}=...")
+            else:
+                values[field] = default
+        return cls(**values, loc=loc)
 
     def tile_fill(self, c: ast.Call, loc: Loc):
         self.kwargs(c, set())
@@ -348,36 +364,6 @@ class _Parser:
         self.kwargs(c, set())
         dst = self.region(self.nargs(c, 1, 1)[0])
         return Fill(dst, Const(0, dst.dtype), loc=loc)
-
-    def tile_gemm(self, c: ast.Call, loc: Loc):
-        a, b, cc = (self.region(x) for x in self.nargs(c, 3, 3))
-        kw = self.kwargs(c, {"transpose_A", "transpose_B", "clear_accum"})
-        flag = {k: self.literal(v, (bool,)) for k, v in kw.items()}
-        return Gemm(a, b, cc, flag.get("transpose_A", False), flag.get("transpose_B", False),
-                    flag.get("clear_accum", False), loc=loc)
-
-    def reduce(self, c: ast.Call, kind: ReduceKind, n: ast.stmt):
-        src, dst = self.nargs(c, 2, 2)
-        kw = self.kwargs(c, {"dim", "clear"})
-        if "dim" not in kw:
-            raise self.error(c, "a reduction needs dim=...")
-        clear = self.literal(kw["clear"], (bool,)) if "clear" in kw else True
-        return Reduce(kind, self.region(src), self.region(dst), self.literal(kw["dim"], (int,)),
-                      clear, loc=self.loc(n))
-
-    def tile_cumsum(self, c: ast.Call, loc: Loc):
-        src, dst = self.nargs(c, 2, 2)
-        kw = self.kwargs(c, {"dim", "reverse"})
-        if "dim" not in kw:
-            raise self.error(c, "T.cumsum needs dim=...")
-        rev = self.literal(kw["reverse"], (bool,)) if "reverse" in kw else False
-        return Cumsum(self.region(src), self.region(dst), self.literal(kw["dim"], (int,)), rev,
-                      loc=loc)
-
-    def tile_atomic_add(self, c: ast.Call, loc: Loc):
-        self.kwargs(c, set())
-        dst, value = self.nargs(c, 2, 2)
-        return AtomicAdd(self.region(dst), self.operand(value), loc=loc)
 
     def tile_print(self, c: ast.Call, loc: Loc):
         kw = self.kwargs(c, {"msg"})

@@ -17,25 +17,21 @@ from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var, full_region
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import (
     Alloc,
-    AtomicAdd,
     Breakpoint,
-    Copy,
-    Cumsum,
     Fill,
     For,
     ForKind,
-    Gemm,
     If,
     Launch,
     Let,
     PrimFunc,
     Print,
-    Reduce,
     Store,
     Versioned,
     While,
     walk,
 )
+from tilepy.ir.tileops import REQUIRED, STMTS, surface
 from tilepy.ir.types import Scope, bool_, float32, int32
 
 # ---------------------------------------------------------------- spelling (shared with parser)
@@ -186,6 +182,18 @@ def alloc_text(b: Buffer) -> str:
             f'scope="{b.scope.value}"{data})')
 
 
+def tile_call_text(s) -> str:
+    """`T.<name>(args, keyword=value)` of a tile op whose table entry has a Form."""
+    form = STMTS[type(s)].form
+    parts = [format_region(v) if isinstance(v, Region) else format_expr(v)
+             for v in (getattr(s, a) for a in form.args)]
+    for key, field, default in form.options:
+        v = getattr(s, field)
+        if default is REQUIRED or v != default:
+            parts.append(f"{key}={v!r}")
+    return f"{surface(s)}({', '.join(parts)})"
+
+
 def format_loc(loc: Loc, short: dict[str, str] | None = None) -> str:
     """`file:line`, or `file:line:col` when the column is known; `short` maps a file to the
     name printed for it."""
@@ -269,6 +277,8 @@ class _Printer:
 
     def stmt(self, s, depth: int) -> None:
         handler = getattr(self, "s_" + type(s).__name__, None)
+        if handler is None and STMTS.get(type(s)) and STMTS[type(s)].form:
+            handler = self.tile_call
         if handler is None:
             self.emit(depth, f"<?{type(s).__name__}>")
             return
@@ -288,9 +298,6 @@ class _Printer:
     def s_Store(self, s: Store, d: int) -> None:
         self.emit(d, f"{s.buffer.name}[{_indices(s.indices)}] = {format_expr(s.value)}", s.loc)
 
-    def s_Copy(self, s: Copy, d: int) -> None:
-        self.emit(d, f"T.copy({format_region(s.src)}, {format_region(s.dst)})", s.loc)
-
     def s_Fill(self, s: Fill, d: int) -> None:
         v = s.value
         if isinstance(v, Const) and v == Const(0, s.dst.dtype) and not _negative_zero(v):
@@ -298,25 +305,9 @@ class _Printer:
         else:
             self.emit(d, f"T.fill({format_region(s.dst)}, {format_expr(v)})", s.loc)
 
-    def s_Gemm(self, s: Gemm, d: int) -> None:
-        flags = [("transpose_A", s.transpose_a), ("transpose_B", s.transpose_b),
-                 ("clear_accum", s.clear_accum)]
-        kw = "".join(f", {k}=True" for k, on in flags if on)
-        args = ", ".join(format_region(r) for r in (s.a, s.b, s.c))
-        self.emit(d, f"T.gemm({args}{kw})", s.loc)
-
-    def s_Reduce(self, s: Reduce, d: int) -> None:
-        clear = "" if s.clear else ", clear=False"
-        src, dst = format_region(s.src), format_region(s.dst)
-        self.emit(d, f"T.reduce_{s.kind.value}({src}, {dst}, dim={s.dim}{clear})", s.loc)
-
-    def s_Cumsum(self, s: Cumsum, d: int) -> None:
-        rev = ", reverse=True" if s.reverse else ""
-        src, dst = format_region(s.src), format_region(s.dst)
-        self.emit(d, f"T.cumsum({src}, {dst}, dim={s.dim}{rev})", s.loc)
-
-    def s_AtomicAdd(self, s: AtomicAdd, d: int) -> None:
-        self.emit(d, f"T.atomic_add({format_region(s.dst)}, {format_expr(s.value)})", s.loc)
+    def tile_call(self, s, d: int) -> None:
+        """A tile op in its table form (ir/tileops.py: Form)."""
+        self.emit(d, tile_call_text(s), s.loc)
 
     def s_Print(self, s: Print, d: int) -> None:
         args = [format_expr(a) for a in s.args]

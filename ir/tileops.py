@@ -38,6 +38,21 @@ def _never(s) -> bool:
     return False
 
 
+REQUIRED = object()  # an option the printed form always names and the parser requires
+
+
+@dataclass(frozen=True)
+class Form:
+    """A tile op's call form, printed and parsed from this entry (ir/printer.py,
+    ir/parser.py): `T.<name>(<args>, <keyword>=<value>, ...)`. `args` are fields in order
+    (regions, expressions, or either for a field typed as both); `options` are
+    (keyword, field, default): printed when the value is not the default (always when the
+    default is REQUIRED), read back as literals."""
+
+    args: tuple[str, ...]
+    options: tuple[tuple[str, str, object], ...] = ()
+
+
 @dataclass(frozen=True)
 class StmtDef:
     """One statement kind. `surface` and `display` may hold `{kind}` (the statement's
@@ -52,21 +67,30 @@ class StmtDef:
     writes: tuple[str, ...] = ()
     updates: Callable[[object], bool] = _never
     internal: bool = False  # made by passes only: no surface form, no front-end binding
+    form: Form | None = None  # the call form of a tile op (None: printer/parser methods)
 
 
 STMTS: dict[type, StmtDef] = {
     Alloc: StmtDef("T.alloc_*", "an allocation"),
     Let: StmtDef("name = expr", "a binding", reads=("value",)),
     Store: StmtDef("buf[i, j] = v", "a store", reads=("indices", "value"), writes=("buffer",)),
-    Copy: StmtDef("T.copy", "T.copy", reads=("src",), writes=("dst",)),
+    Copy: StmtDef("T.copy", "T.copy", reads=("src",), writes=("dst",),
+                  form=Form(("src", "dst"))),
     Fill: StmtDef("T.fill", "T.fill", reads=("value",), writes=("dst",)),
     Gemm: StmtDef("T.gemm", "T.gemm", reads=("a", "b"), writes=("c",),
-                  updates=lambda s: not s.clear_accum),
+                  updates=lambda s: not s.clear_accum,
+                  form=Form(("a", "b", "c"), (("transpose_A", "transpose_a", False),
+                                              ("transpose_B", "transpose_b", False),
+                                              ("clear_accum", "clear_accum", False)))),
     Reduce: StmtDef("T.reduce_{kind}", "T.reduce_{kind}", reads=("src",), writes=("dst",),
-                    updates=lambda s: not s.clear),
-    Cumsum: StmtDef("T.cumsum", "T.cumsum", reads=("src",), writes=("dst",)),
+                    updates=lambda s: not s.clear,
+                    form=Form(("src", "dst"), (("dim", "dim", REQUIRED),
+                                               ("clear", "clear", True)))),
+    Cumsum: StmtDef("T.cumsum", "T.cumsum", reads=("src",), writes=("dst",),
+                    form=Form(("src", "dst"), (("dim", "dim", REQUIRED),
+                                               ("reverse", "reverse", False)))),
     AtomicAdd: StmtDef("T.atomic_add", "T.atomic_add", reads=("value",), writes=("dst",),
-                       updates=lambda s: True),
+                       updates=lambda s: True, form=Form(("dst", "value"))),
     For: StmtDef("for", "a loop", reads=("start", "stop", "step")),
     If: StmtDef("if", "an if", reads=("cond",)),
     While: StmtDef("while", "a while loop", reads=("cond",)),

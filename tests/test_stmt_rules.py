@@ -48,7 +48,7 @@ def _parser_forms() -> dict:
             out[k] = getattr(parser._Parser, SYNTAX[k], None)
         elif k in tileops.STMTS:
             calls = [n[2:] for n in _names(k)]
-            if all(hasattr(parser._Parser, "tile_" + c) or c in parser._REDUCE_BY_NAME
+            if all(hasattr(parser._Parser, "tile_" + c) or c in parser._FORMS
                    for c in calls):
                 out[k] = calls
     return {k: v for k, v in out.items() if v is not None}
@@ -73,7 +73,9 @@ def registries() -> dict[str, dict]:
     return {
         "interpreter rule (interpreter/control.py)": dict(control._EXEC),
         "JIT emitter (jit/lower.py)": {**lower._TILE, **lower._STMT},
-        "printer form (ir/printer.py)": _by_method(printer._Printer, "s_"),
+        "printer form (ir/printer.py)": {**_by_method(printer._Printer, "s_"),
+                                         **{k: d.form for k, d in tileops.STMTS.items()
+                                            if d.form}},
         "parser form (ir/parser.py)": _parser_forms(),
         "verifier rule (ir/verify.py)": _by_method(verify._Verifier, "s_"),
         "flop/byte rule (ir/analysis.py)": _by_method(analysis._Counter, "s_"),

@@ -110,3 +110,18 @@ def _bound_names(body) -> set[str]:
         elif isinstance(s, Launch):
             out.update(v.name for v in s.block_vars)
     return out
+
+
+def unversioned(s):
+    """s with every Versioned statement in it replaced by its fallback: the statements as
+    the kernel wrote them (for analyses of the program as written, e.g. jit/kloop.py)."""
+    def body(b):
+        out = []
+        for t in b:
+            if isinstance(t, Versioned):
+                out.extend(body(t.fallback))
+            else:
+                out.append(with_bodies(t, body))
+        return tuple(out)
+
+    return with_bodies(s, body)
