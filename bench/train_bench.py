@@ -1,13 +1,12 @@
 """Training-step benchmark: steps/s of an MLP 64-256-256-10 (batch 64, softmax
-cross-entropy, SGD with momentum) on tilepy.models (JIT, exact mode) beside PyTorch CPU at
+cross-entropy; SGD with momentum, and Adam) on tilepy.models (JIT, exact mode) beside PyTorch CPU at
 the same thread count, with tilepy's step split into kernel time and the rest (Python:
 autograd, glue, launch dispatch). Also: LeNet-5 (8x8 digits variant) with `--lenet`.
 
     .venv/bin/python bench/train_bench.py [--steps 200] [--rounds 5] [--threads 2] [--lenet]
 
-The update on both sides is SGD with momentum 0.9 (tilepy's through its elementwise
-kernels: tilepy.models.zoo.digits.Momentum); PyTorch's Adam step rate is printed too for
-reference with the issue's figure. Rounds interleave the competitors; each prints the
+Each side runs SGD with momentum 0.9 and Adam (tilepy.models.optim: one fused kernel
+launch per step). Rounds interleave the competitors; each prints the
 median. The first tilepy step (kernel compiles or disk-cache loads) is timed separately.
 Not a test; PyTorch is optional.
 """
@@ -24,10 +23,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from tilepy.models import nn  # noqa: E402
+from tilepy.models import nn, optim  # noqa: E402
 from tilepy.models.kernels.launch import profile  # noqa: E402
 from tilepy.models.zoo import lenet5, mlp  # noqa: E402
-from tilepy.models.zoo.digits import Momentum  # noqa: E402
 
 F = nn.functional
 
@@ -38,10 +36,11 @@ def _data(shape, batch=64, seed=0):
             rng.integers(0, 10, batch).astype(np.int32))
 
 
-def tilepy_runner(make, shape):
+def tilepy_runner(make, shape, adam=False):
     nn.manual_seed(0)
     model = make()
-    opt = Momentum(model.parameters(), 0.01)
+    opt = (optim.Adam(model.parameters(), 1e-3) if adam
+           else optim.SGD(model.parameters(), 0.01, momentum=0.9))
     x, y = _data(shape)
 
     def step():
@@ -98,6 +97,8 @@ def bench(kind, args):
     t0 = time.perf_counter()
     step()
     first = time.perf_counter() - t0
+    adam = tilepy_runner(make, shape, adam=True)
+    adam()
     others = {}
     try:
         import torch
@@ -107,6 +108,7 @@ def bench(kind, args):
                   torch_runner(kind, shape, adam=True)}
     except ImportError:
         pass
+    others = {"tilepy Adam": adam, **others}
     rows = {"tilepy": [], **{k: [] for k in others}}
     kern, launches = [], 0
     for _ in range(args.rounds):
@@ -119,7 +121,7 @@ def bench(kind, args):
     per_step = 1.0 / med["tilepy"]
     k = statistics.median(kern)
     print(f"\n{kind} batch 64: first step {first:.2f} s (compiles or cache loads)")
-    print(f"  tilepy exact  {med['tilepy']:8.1f} steps/s  ({per_step * 1e3:.3f} ms/step: "
+    print(f"  tilepy SGD    {med['tilepy']:8.1f} steps/s  ({per_step * 1e3:.3f} ms/step: "
           f"kernels {k * 1e3:.3f} ms in {launches:.0f} launches, the rest "
           f"{(per_step - k) * 1e3:.3f} ms Python)")
     for name in others:

@@ -24,8 +24,11 @@ LENET5 = [
                                                      out_dtype="float32")),
     ("tilepy.models.kernels.elementwise", "unary", {}),
     ("tilepy.models.kernels.elementwise", "binary", {}),
+    ("tilepy.models.optim.kernels", "sgd_kernel", dict(block=1024, dtype="float32",
+                                                       momentum=True)),
 ]
 MLP = [k for k in LENET5 if "conv" not in k[0] and "pool" not in k[0]]
+# (the digits script's update is optim.SGD with momentum: one flat kernel, last above)
 
 
 def build(spec):

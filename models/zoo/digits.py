@@ -1,8 +1,9 @@
 """Train a zoo model on scikit-learn's digits (1797 8x8 images; 80/20 stratified split,
 seed 0) and report test accuracy: `python -m tilepy.models.zoo.digits --model lenet5`.
 
-Needs the `data` extra (scikit-learn, tqdm). The update is SGD with momentum written with
-the elementwise kernels (a stand-in until tilepy.models.optim provides the optimisers).
+Needs the `data` extra (scikit-learn) and `train` (tqdm). The update is
+`tilepy.models.optim.SGD` with momentum (one fused kernel launch per step) and a learning
+rate falling linearly to 0 (`lr_scheduler.LambdaLR`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import time
 
 import numpy as np
 
-from tilepy.models import kops as K
-from tilepy.models import nn, no_grad
+from tilepy.models import nn, no_grad, optim
 from tilepy.models.zoo import vision
 
 F = nn.functional
@@ -39,19 +39,6 @@ def load(model: str, seed: int = 0):
         yte.astype(np.int32)
 
 
-class Momentum:
-    """v = mu v + g; p = p - lr v, each an elementwise kernel launch."""
-
-    def __init__(self, params, lr: float, mu: float = 0.9):
-        self.params, self.lr, self.mu = list(params), lr, mu
-        self.v = [np.zeros_like(p.data) for p in self.params]
-
-    def step(self) -> None:
-        for p, v in zip(self.params, self.v):
-            K.binary(K.unary(v, "affine", self.mu, 0.0), p.grad, "add", out=v)
-            K.binary(p.data, K.unary(v, "affine", self.lr, 0.0), "sub", out=p.data)
-
-
 def accuracy(model, x, y, batch: int = 512) -> float:
     model.eval()
     right = 0
@@ -69,21 +56,23 @@ def train(model_name: str = "lenet5", epochs: int = 20, batch: int = 32, lr: flo
     xtr, ytr, xte, yte = load(model_name, seed)
     nn.manual_seed(seed)
     model = vision.lenet5() if model_name == "lenet5" else vision.mlp()
-    opt = Momentum(model.parameters(), lr)
+    opt = optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     rng = np.random.default_rng(seed)
     steps_per_epoch = len(xtr) // batch
+    total = epochs * steps_per_epoch
+    schedule = optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 - step / total)
     bar = _bar(epochs * steps_per_epoch, progress, model_name)
     spent, steps = 0.0, 0
     for _ in range(epochs):
         order = rng.permutation(len(xtr))
         for s in range(steps_per_epoch):
             idx = order[s * batch:(s + 1) * batch]
-            opt.lr = lr * (1.0 - steps / (epochs * steps_per_epoch))
             t0 = time.perf_counter()
             loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
             model.zero_grad()
             loss.backward()
             opt.step()
+            schedule.step()
             spent += time.perf_counter() - t0
             steps += 1
             bar.update(1)

@@ -1,15 +1,13 @@
 """Training end to end: the zoo models' loss falls over a few steps (interpreter), and a
 whole training step (forward, backward, update) gives the same bits on the JIT as on the
-interpreter. The update is SGD with momentum through the elementwise kernels
-(tilepy.models.zoo.digits.Momentum), a stand-in until tilepy.models.optim exists."""
+interpreter. The update is tilepy.models.optim.SGD with momentum (one fused kernel)."""
 
 import numpy as np
 import pytest
 
 import tilepy
-from tilepy.models import nn
+from tilepy.models import nn, optim
 from tilepy.models.zoo import lenet5, mlp
-from tilepy.models.zoo.digits import Momentum
 
 F = nn.functional
 
@@ -24,7 +22,7 @@ def _data(shape, n=32, seed=0):
 
 
 def _steps(model, x, y, steps, lr=0.05):
-    opt, losses = Momentum(model.parameters(), lr), []
+    opt, losses = optim.SGD(model.parameters(), lr=lr, momentum=0.9), []
     for _ in range(steps):
         loss = F.cross_entropy(model(x), y)
         model.zero_grad()
@@ -73,3 +71,46 @@ def test_training_step_same_bits_on_jit_and_interpreter():
 @pytest.mark.exhaustive  # compiles the conv and pooling kernels (about a minute here)
 def test_lenet_training_step_same_bits_on_jit_and_interpreter():
     _assert_same_bits(lenet5, (1, 8, 8))
+
+
+def _fit_run(tmp_path, steps_before_resume=None):
+    """The real MLP (autograd, kernels) through fit() with AdamW and a shuffling loader, on
+    the interpreter: (losses, parameters) after 6 steps, resumed from a checkpoint after
+    `steps_before_resume` steps when given (fresh objects, as a new process would)."""
+    from tilepy.models.data import DataLoader, TensorDataset
+    from tilepy.models.training import fit, load_checkpoint, save_checkpoint
+
+    x, y = _data((64,), n=96, seed=2)
+
+    def fresh():
+        nn.manual_seed(1)
+        model = mlp(64, (32, 32), 10)
+        opt = optim.AdamW(model.parameters(), lr=3e-3)
+        return model, opt, DataLoader(TensorDataset(x, y), 32, shuffle=True, seed=4)
+
+    def loss_fn(out, target):
+        return F.cross_entropy(out, target)
+
+    model, opt, loader = fresh()
+    with tilepy.backend("interp"):
+        if steps_before_resume is None:
+            h = fit(model, loss_fn, opt, loader, epochs=2, progress=False, metrics=())
+            return h, [p.data.copy() for p in model.parameters()]
+        fit(model, loss_fn, opt, loader, epochs=2, max_steps=steps_before_resume,
+            progress=False, metrics=())
+        path = tmp_path / "ckpt.npz"
+        save_checkpoint(path, model, opt, loader=loader, step=steps_before_resume)
+        model, opt, loader = fresh()
+        step = load_checkpoint(path, model, opt, loader=loader)["step"]
+        h = fit(model, loss_fn, opt, loader, epochs=2, start_step=step, progress=False,
+                metrics=())
+        return h, [p.data.copy() for p in model.parameters()]
+
+
+def test_fit_trains_the_real_mlp_and_resumes_bit_identically(tmp_path):
+    whole, params = _fit_run(tmp_path)
+    _, resumed = _fit_run(tmp_path, steps_before_resume=4)
+    losses = whole.losses  # 6 steps: 3 batches in each of 2 epochs
+    assert len(losses) == 6 and losses == sorted(losses, reverse=True), losses
+    for a, b in zip(params, resumed):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
