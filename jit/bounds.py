@@ -1,8 +1,9 @@
 """Bounds checks in generated code: which accesses need a run-time check, and its code.
 Block-local buffers: an interval analysis proves most accesses (no code), a tile op checks
 each local region once, other element indices are checked per element. Global element
-loads and stores are checked against the array's shape (tile ops clip edge tiles instead:
-regions.py). A failed check records a fault (faults.py); the launch raises after its blocks.
+loads and stores outside the array give the safe value / are skipped (TileLang's rule), or in
+strict mode are checked (tile ops clip edge tiles instead: regions.py). A failed check
+records a fault (faults.py); the launch raises after its blocks.
 """
 
 from __future__ import annotations
@@ -227,11 +228,13 @@ class CheckedEmitter(Emitter):
         return super().store(buf, idx, value, guarded)
 
     def global_load(self, e: Load) -> str:
-        """A global element load: unchecked where jit/versioning.py bounded it, else
-        checked (0 and a recorded fault outside the array)."""
+        """A global element load: unchecked where jit/versioning.py bounded it, else the
+        safe value outside the array (strict mode: 0 and a recorded fault)."""
         idx = [self.expr(i) for i in e.indices]
         if (e.buffer, e.indices) in self.verified:
             return self.load_unguarded(e.buffer, _unsigned(idx))
+        if not self.strict:  # TileLang's rule: the safe value outside the array
+            return self.load(e.buffer, idx)
         self._check_rank(e.buffer)
         site = self.faults.site("read", e.buffer, self.loc)
         raw = (f"_gld{len(idx)}({self._fault_args(site)}, {self.ref(e.buffer).name}, "
@@ -247,13 +250,17 @@ class CheckedEmitter(Emitter):
         exprs = tuple(self.origin.get(i) for i in idx)
         if (buf, exprs) in self.verified:
             return super().store(buf, _unsigned(idx), value, guarded=False)
+        if not self.strict:  # TileLang's rule: a store outside the array is skipped
+            return super().store(buf, idx, value, guarded=True)
         lines = super().store(buf, idx, value, guarded=False)
         return [f"if {self.global_check(buf, idx, 'write')}:"] + ["    " + ln for ln in lines]
 
     def global_check(self, buf: Buffer, idx: list[str], what: str) -> str:
         """A condition: the element buf[idx] of a global array exists (else the fault is
-        recorded). The caller runs the access only under it."""
+        recorded in strict mode). The caller runs the access only under it."""
         self._check_rank(buf)
+        if not self.strict:
+            return f"_in{len(idx)}({self.ref(buf).name}, {', '.join(idx)})"
         site = self.faults.site(what, buf, self.loc)
         return f"_gin{len(idx)}({self._fault_args(site)}, {self.ref(buf).name}, {', '.join(idx)})"
 

@@ -58,11 +58,14 @@ _TILE = {Copy: emit_copy, Fill: emit_fill, Reduce: emit_reduce, Cumsum: emit_cum
          AtomicAdd: emit_atomic_add, Gemm: emit_gemm}
 
 
-def lower(func: PrimFunc, fast: bool = False, fuse: bool | None = None) -> Lowered:
-    """`fuse`: row fusion (jit/fusion.py); by default on in fast mode only."""
+def lower(func: PrimFunc, fast: bool = False, fuse: bool | None = None,
+          strict: bool = False) -> Lowered:
+    """`fuse`: row fusion (jit/fusion.py); by default on in fast mode only. `strict`:
+    out-of-range global element accesses raise (jit/bounds.py)."""
     names = Names()
     em = Emitter(names, fast=fast, fuse=fast if fuse is None else fuse,
-                 reviewed=initfill.reviewed(func.body))
+                 reviewed=initfill.reviewed(func.body), strict=strict,
+                 safe=dict(func.safe_values))
     w = Writer()
     entry = names.user("func", func.name)
     params = []

@@ -17,6 +17,7 @@ import numpy as np
 from tilepy.backend import run
 from tilepy.boundary import api_boundary, is_internal
 from tilepy.errors import ArgumentError, Loc, TileSyntaxError
+from tilepy.frontend.annotations import func_attrs
 from tilepy.frontend.eager import bind_eager, tensor_param_names, translate_eager
 from tilepy.frontend.source import environment, read_source
 from tilepy.frontend.surface import TensorSpec
@@ -272,7 +273,7 @@ def make_prim_func(fn) -> Kernel:
     tr = Translator(src, environment(fn), eager=False)
     body = tr.function(fn.__name__, specs)
     return Kernel(PrimFunc(fn.__name__, tuple(tr.params), tuple(tr.sizes.values()), body,
-                           (), src.loc(src.fn_def)))
+                           (), src.loc(src.fn_def), **func_attrs(tr)))
 
 
 def jit(fn=None, *, out_idx=None, **_options):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from tilepy.boundary import api_boundary
+from tilepy.frontend.annotations import HINTS as _HINTS
 from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec  # noqa: F401
 from tilepy.ir.ops import SURFACE
 from tilepy.kernel import make_prim_func as _make_prim_func
@@ -85,5 +86,8 @@ _builtins("copy gemm clear fill reduce_sum reduce_max reduce_min reduce_abssum r
 _builtins("cumsum atomic_add print")
 # scalar ops: every surface name of the op table (ir/ops.py), and two that build other ops
 _builtins(" ".join(SURFACE) + " infinity ceildiv", {"ceildiv": _ceildiv})
+
+# annotations: safe values of global buffers, and hardware-only hints (recorded, not run)
+_builtins("annotate_safe_value " + " ".join(_HINTS))
 
 __all__ = [n for n in list(globals()) if not n.startswith("_")]  # noqa: PLE0605

@@ -11,6 +11,7 @@ import ast
 import inspect
 
 from tilepy.errors import ArgumentError, TileSyntaxError
+from tilepy.frontend.annotations import func_attrs
 from tilepy.frontend.source import environment, read_source
 from tilepy.frontend.translate import Translator
 from tilepy.ir.expr import Buffer
@@ -63,7 +64,7 @@ def translate_eager(fn, static: dict) -> PrimFunc:
     params = tuple(inputs) + tuple(outputs)
     out_idx = tuple(range(len(inputs), len(params)))
     return PrimFunc(fn.__name__, params, tuple(tr.sizes.values()), body, out_idx,
-                    src.loc(src.fn_def))
+                    src.loc(src.fn_def), **func_attrs(tr))
 
 
 def _returned_outputs(returned, outputs: list[Buffer]) -> list[Buffer]:

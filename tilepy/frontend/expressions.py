@@ -36,6 +36,10 @@ _CMPOPS = {
 }
 
 
+_IDENTITY = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
+             ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+
+
 class ExpressionMixin:
     """The expression half of the Translator (which provides lookup, loc and builtins)."""
 
@@ -127,6 +131,11 @@ class ExpressionMixin:
         result = None
         for cmp, right_node in zip(node.ops, node.comparators):
             right = self.expr(right_node)
+            if type(cmp) in _IDENTITY:  # on the build-time objects, as Python (and TileLang)
+                part = _IDENTITY[type(cmp)](left, right)
+                result = part if result is None else self._and(result, part, loc)
+                left = right
+                continue
             if type(cmp) not in _CMPOPS:
                 raise TileSyntaxError(f"the comparison {type(cmp).__name__} is not supported "
                                       "in a kernel", loc)
