@@ -35,3 +35,11 @@ class SizeError(TilepyError):
     """A block, tile or grid size that no launch can run: a block or tile size of 0 or
     below, a grid extent below 0, a block-local buffer larger than this machine's memory.
     Raised when the kernel is built where the size is known then, else when it is called."""
+
+
+class KernelAssertionError(TilepyError):
+    """An `assert` in a kernel that failed while the kernel was built."""
+
+
+class NotPortableError(TilepyError):
+    """A GPU feature with no meaning on the CPU reference (TMA, mbarriers, tcgen05...)."""

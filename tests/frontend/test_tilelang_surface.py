@@ -1,0 +1,88 @@
+"""TileLang's spellings in the front end: dtypes are strings, `assert` and `is` on
+build-time values, T.clamp / T.Cast / T.alloc_buffer / T.parallel, hardware hints recorded
+in the IR, and GPU-only features refused as not portable at the user's line."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilepy
+import tilepy.language as T
+from tilepy.errors import KernelAssertionError, NotPortableError, TileSyntaxError
+
+
+def test_dtypes_are_strings_built_from_any_dtype():
+    assert T.float32 == "float32" and isinstance(T.float16, str)
+    assert T.float == "float32" and T.bf16 == "bfloat16" and T.int == "int32"
+    assert T.dtype(np.float16) == "float16" and T.dtype(ml_dtypes.bfloat16) == "bfloat16"
+    assert T.dtype("fp8_e4m3") == "float8_e4m3fn" and T.dtype(T.float32) == "float32"
+    assert T.dtype("float8_e4m3fn").bits == 8 and T.dtype("int8").itemsize == 1
+    assert T.float32(1.5) == np.float32(1.5) and T.dtype("bfloat16").as_numpy() == \
+        np.dtype(ml_dtypes.bfloat16)
+    with pytest.raises(tilepy.TilepyError):
+        T.dtype("float7")
+
+
+def test_dtype_as_torch_when_torch_is_installed():
+    torch = pytest.importorskip("torch")
+    assert T.dtype(torch.bfloat16) == "bfloat16" and T.dtype(torch.float) == "float32"
+    assert T.float16.as_torch() is torch.float16 and getattr(torch, T.float32) is torch.float32
+    assert T.dtype("int4").as_torch() is torch.int8  # int4 data travels as int8 storage
+
+
+def clamp_kernel(n, block, dtype=T.float32, scale=None, lo=-1.0):
+    @T.prim_func
+    def clamp_k(X: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype)):
+        assert block % 4 == 0, "block must be a multiple of 4"
+        with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
+            T.use_swizzle(panel_size=10)
+            t = T.alloc_buffer((block,), dtype, scope="shared")
+            T.annotate_layout({t: T.make_swizzled_layout(t)})
+            T.copy(X[bx * block], t)
+            for i in T.parallel(block):
+                if scale is not None:
+                    t[i] = t[i] * scale
+                Y[bx * block + i] = T.clamp(T.Cast(dtype, t[i]), lo, 1.0)
+
+    return clamp_k
+
+
+def test_clamp_cast_alloc_buffer_parallel_and_hints_run_on_both_backends():
+    k = clamp_kernel(40, 16, scale=3.0)
+    text = str(k.ir)
+    assert "# hint: T.use_swizzle(panel_size=10)" in text
+    assert "# hint: T.annotate_layout({t: T.make_swizzled_layout(t)})" in text
+    x = np.linspace(-1, 1, 40, dtype=np.float32)
+    with tilepy.backend("interp"):
+        a = np.zeros(40, np.float32)
+        k(x, a)
+    assert (a == np.clip(x * np.float32(3), -1, 1)).all()
+    b = np.zeros(40, np.float32)
+    with tilepy.backend("py"):
+        k(x, b)
+    assert (a.view(np.uint32) == b.view(np.uint32)).all()
+    plain = clamp_kernel(40, 16)  # `scale is not None` false: no multiply
+    assert "t[i] * 3.0" in text and "t[i] * " not in str(plain.ir)
+
+
+def test_build_time_assert_fails_at_its_line_with_the_message():
+    with pytest.raises(KernelAssertionError, match="block must be a multiple of 4") as info:
+        clamp_kernel(40, 6)
+    assert info.value.loc.line == clamp_kernel.__code__.co_firstlineno + 3
+
+
+def test_runtime_assert_and_gpu_only_features_are_refused_clearly():
+    with pytest.raises(TileSyntaxError, match="assert on a runtime value"):
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                assert X[bx] > 0
+
+    with pytest.raises(NotPortableError, match=r"not portable to the CPU reference: "
+                       r"mbarriers \(T.alloc_barrier\)") as info:
+        @T.prim_func
+        def k2(X: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as _:
+                T.alloc_barrier(1)  # planted
+
+    assert "planted" in str(info.value)

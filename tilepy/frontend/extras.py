@@ -1,0 +1,72 @@
+"""TileLang names that are other spellings of what tilepy has (`T.clamp`, `T.Cast`,
+`T.alloc_buffer`), and the GPU-only features that have no CPU meaning, each refused with one
+clear NotPortableError at the user's line. Emits IR only through builtins' handlers.
+"""
+
+from __future__ import annotations
+
+from tilepy.errors import Loc, NotPortableError, TileTypeError
+from tilepy.frontend import builtins, exprs
+from tilepy.frontend.builtins import _ALLOC, Args, _alloc, _cast
+from tilepy.ir.ops import Op
+
+# feature names as TileLang spells them -> what they are (for the message)
+NOT_PORTABLE = {
+    "create_tma_descriptor": "TMA descriptors", "tma_load": "TMA copies",
+    "tma_store": "TMA copies", "tma_copy": "TMA copies", "tma_store_arrive": "TMA copies",
+    "tma_store_wait": "TMA copies", "fence_proxy_async": "TMA proxy fences",
+    "alloc_barrier": "mbarriers", "create_list_of_mbarrier": "mbarriers",
+    "get_mbarrier": "mbarriers", "mbarrier_wait_parity": "mbarriers",
+    "mbarrier_arrive": "mbarriers", "mbarrier_expect_tx": "mbarriers",
+    "barrier_wait": "mbarriers", "barrier_arrive": "mbarriers",
+    "ws": "warp specialisation", "set_max_nreg_ws": "warp specialisation",
+    "warpgroup_arrive": "warpgroup MMA", "warpgroup_commit_batch": "warpgroup MMA",
+    "warpgroup_wait": "warpgroup MMA", "wgmma_gemm": "warpgroup MMA",
+    "tcgen05_gemm": "tcgen05 (Blackwell tensor memory)", "alloc_tmem": "tcgen05 (Blackwell "
+    "tensor memory)", "tcgen05_ld": "tcgen05 (Blackwell tensor memory)",
+    "shfl_xor": "warp shuffles", "shfl_down": "warp shuffles", "shfl_up": "warp shuffles",
+    "get_thread_binding": "thread indices", "get_lane_idx": "thread indices",
+    "get_warp_idx": "thread indices", "sync_threads": "thread barriers",
+}
+
+_SCOPES = {"shared": "alloc_shared", "shared.dyn": "alloc_shared",
+           "local.fragment": "alloc_fragment", "local": "alloc_local"}
+
+
+def _not_portable(tr, node, loc: Loc, name: str):
+    raise NotPortableError(
+        f"not portable to the CPU reference: {NOT_PORTABLE[name]} (T.{name})", loc,
+        hint="this GPU feature has no CPU meaning; write the kernel with T.copy, T.gemm "
+             "and T.Parallel (the portable form TileLang also accepts)")
+
+
+def _clamp(tr, node, loc: Loc, name: str):
+    a = Args(tr, node, ["x", "lo", "hi"], loc, "T.clamp")
+    x, lo, hi = a.value("x"), a.value("lo"), a.value("hi")
+    if not any(exprs.is_ir(v) for v in (x, lo, hi)):
+        return max(min(x, hi), lo)
+    return exprs.call(Op.MAX, [exprs.call(Op.MIN, [x, hi], loc), lo], loc)
+
+
+def _cast_tvm(tr, node, loc: Loc, name: str):
+    """`T.Cast(dtype, x)`: TVM's order of T.cast's arguments."""
+    return _cast(tr, node, loc, "cast")
+
+
+def _alloc_buffer(tr, node, loc: Loc, name: str):
+    a = Args(tr, node, ["shape", "dtype", "scope"], loc, "T.alloc_buffer")
+    scope = a.const("scope", "shared")
+    kind = _SCOPES.get(str(scope))
+    if kind is None:
+        raise TileTypeError(f"T.alloc_buffer: expected scope one of {', '.join(_SCOPES)}; "
+                            f"got {scope!r}", loc,
+                            hint="global buffers are kernel arguments (T.Tensor)")
+    node.keywords = [k for k in node.keywords if k.arg != "scope"]
+    node.args = node.args[:2]
+    assert kind in _ALLOC
+    return _alloc(tr, node, loc, kind)
+
+
+HANDLERS = {"clamp": _clamp, "Cast": _cast_tvm, "alloc_buffer": _alloc_buffer}
+HANDLERS.update({n: _not_portable for n in NOT_PORTABLE})
+builtins.HANDLERS.update(HANDLERS)
