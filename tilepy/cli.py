@@ -1,7 +1,8 @@
 """The `tilepy` command: inspect and precompile kernels from the shell.
 
 `tilepy ir TARGET [ARGS...]` prints a kernel's IR, `tilepy jit-compile MODULE|FILE.py...`
-fills the JIT's disk cache, `tilepy version` prints versions. A command-line mistake exits
+fills the JIT's disk cache, `tilepy version` prints versions, `tilepy run [--tilelang]
+PROG.py` runs a (TileLang) program on tilepy. A command-line mistake exits
 with status 2 and one line, an error in a kernel with 1. Only loads, parses and prints.
 """
 
@@ -241,6 +242,9 @@ def _parser() -> argparse.ArgumentParser:
     p_aot.add_argument("modules", nargs="+", help="module names or .py files")
     p_aot.set_defaults(run=_cmd_jit_compile)
     sub.add_parser("version", help="print versions").set_defaults(run=_cmd_version)
+    from tilepy.compat.runner import add_parser  # `tilepy run [--tilelang] PROG.py`
+
+    add_parser(sub)
     return parser
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from tilepy.backend import run
 from tilepy.boundary import api_boundary, is_internal
+from tilepy.compat.torch_bridge import from_torch
 from tilepy.errors import ArgumentError, Loc, TileSyntaxError
 from tilepy.frontend.annotations import func_attrs
 from tilepy.frontend.eager import bind_eager, tensor_param_names, translate_eager
@@ -83,12 +84,13 @@ class Kernel:
 
     @api_boundary
     def __call__(self, *args):
+        args, back = from_torch(args)  # torch tensors in and out (compat/torch_bridge.py)
         arrays, sizes = bind_arguments(self.func, args, _caller_loc())
         run(self.func, arrays, sizes)
         outs = [arrays[self.func.params[i].name] for i in self.out_idx]
         if not outs:
             return None
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return back(outs[0] if len(outs) == 1 else tuple(outs))
 
 
 def _sig(b: Buffer) -> str:

@@ -70,3 +70,15 @@ def _alloc_buffer(tr, node, loc: Loc, name: str):
 HANDLERS = {"clamp": _clamp, "Cast": _cast_tvm, "alloc_buffer": _alloc_buffer}
 HANDLERS.update({n: _not_portable for n in NOT_PORTABLE})
 builtins.HANDLERS.update(HANDLERS)
+
+
+def _tir_const(tr, node, loc: Loc, name: str):
+    """`tvm.tir.const(value, dtype)`: a literal of that dtype."""
+    a = Args(tr, node, ["value", "dtype"], loc, "tir.const")
+    value = a.const("value")
+    dt = builtins._dtype_arg(a.value("dtype", "int32" if isinstance(value, int) else
+                                     "float32"), loc)
+    return exprs.make_const(value, dt, loc)
+
+
+builtins.HANDLERS["tir_const"] = _tir_const
