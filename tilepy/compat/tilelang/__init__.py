@@ -19,6 +19,7 @@ from tilepy.compat.tilelang import (  # noqa: F401 - tilelang.language, tilelang
 )
 from tilepy.compat.tilelang.autotuner import AutoTuner, autotune  # noqa: F401
 from tilepy.compat.tilelang.jit import JITKernel, compile, jit, lazy_jit  # noqa: F401
+from tilepy.compat.tilelang.math import next_power_of_2  # noqa: F401
 from tilepy.compat.tilelang.utils.tensor import TensorSupplyType  # noqa: F401
 
 __version__ = "0.1.0+tilepy"

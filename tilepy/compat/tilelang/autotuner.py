@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from tilepy.compat.tilelang.jit import JITKernel, _JitFunction, _wrap, compile
 
+__all__ = ["AutoTuner", "AutotuneResult", "autotune"]
+
 
 @dataclass
 class AutotuneResult:
