@@ -36,6 +36,9 @@ def test_install_aliases_tilelang_and_tvm_and_uninstall_removes_them(tl):
     assert GemmWarpPolicy.FullRow == T.GemmWarpPolicy.FullRow
     assert T.fp8 is not None and tl.language.fp8.determine_fp8_type("e5m2") == "float8_e5m2"
     assert tvm.tir.Select is T.if_then_else
+    assert tvm.DataType("float16").bits == 16 and tl.tvm is tvm
+    assert str(tvm.te.var("m")) == str(T.dynamic("m"))
+    assert isinstance(tl.layout.make_mma_swizzle_layout(None), T.Layout)
     compat.uninstall()
     assert "tilelang" not in sys.modules
     with pytest.raises(ImportError):
@@ -134,6 +137,15 @@ def test_profiler_autotuner_and_testing_helpers(tl):
             ref_prog=lambda x: x + 1).run(warmup=1, rep=1)
     assert res.config == {"block": 16} and res.latency > 0
     assert "T.Kernel(2" in str(res.kernel.ir)
+
+    @tl.autotune(configs=[{"block": 8}, {"block": 4}])
+    @tl.jit(out_idx=[-1])
+    def tuned(N, block=None):
+        return add_one(N, block)
+
+    k8, k4 = tuned(24), tuned(24, block=4)
+    assert k8.config == {"block": 8} and "T.Kernel(3" in str(k8.ir)
+    assert k4.config == {} and "T.Kernel(6" in str(k4.ir)
 
 
 def test_torch_tensors_in_and_out_share_memory(tl):

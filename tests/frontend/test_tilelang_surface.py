@@ -86,3 +86,46 @@ def test_runtime_assert_and_gpu_only_features_are_refused_clearly():
                 T.alloc_barrier(1)  # planted
 
     assert "planted" in str(info.value)
+
+
+def pair_adds(stride):
+    @T.prim_func
+    def pair_adds(S: T.Tensor((4, 8), "float32"), C: T.Tensor((4, 8), "float32")):
+        with T.Kernel(2) as bx:
+            for i, j in T.Parallel(2, 4):
+                m, n = bx * 2 + i, j * stride
+                T.atomic_addx2(C[m, n], S[m, n])  # planted: pair
+
+    return pair_adds
+
+
+def test_atomic_addx2_adds_element_pairs_and_the_jit_proves_them_apart():
+    s = np.arange(32, dtype=np.float32).reshape(4, 8) * 0.25
+    want = np.ones((4, 8), np.float32) + s
+    outs = []
+    for be in ("interp", "py"):
+        c = np.ones((4, 8), np.float32)
+        with tilepy.backend(be):
+            pair_adds(2)(s, c)
+        outs.append(c)
+    assert (outs[0] == want).all() and (outs[1].view(np.uint32) == want.view(np.uint32)).all()
+    # stride 1: lanes j and j + 1 both add to C[m, j + 1]; the JIT's lane order would differ
+    with pytest.raises(tilepy.TilepyError, match="the same T.Parallel loop also adds to C"):
+        with tilepy.backend("py"):
+            pair_adds(1)(s, np.ones((4, 8), np.float32))
+
+
+def test_slice_bounds_linear_in_one_term_give_a_constant_extent():
+    @T.prim_func
+    def rows(A: T.Tensor((8, 16), "float32"), B: T.Tensor((8, 16), "float32")):
+        with T.Kernel(4) as bx:
+            s = T.alloc_shared((2, 16), "float32")
+            T.copy(A[bx * 2:(bx + 1) * 2, :], s)
+            T.copy(s, B[(bx - 1) * 2 + 2:bx * 2 + 2, :])
+
+    assert "A[bx * 2:bx * 2 + 2, 0:16]" in str(rows.ir)
+    a = np.arange(128, dtype=np.float32).reshape(8, 16)
+    b = np.zeros_like(a)
+    with tilepy.backend("py"):
+        rows(a, b)
+    assert (a == b).all()

@@ -8,7 +8,11 @@ from __future__ import annotations
 from tilepy.errors import Loc, NotPortableError, TileTypeError
 from tilepy.frontend import builtins, exprs
 from tilepy.frontend.builtins import _ALLOC, Args, _alloc, _cast
+from tilepy.frontend.values import StartPoint, describe
+from tilepy.ir import stmt as S
+from tilepy.ir.expr import Const, Load, Region
 from tilepy.ir.ops import Op
+from tilepy.ir.types import int32
 
 # feature names as TileLang spells them -> what they are (for the message)
 NOT_PORTABLE = {
@@ -81,4 +85,21 @@ def _tir_const(tr, node, loc: Loc, name: str):
     return exprs.make_const(value, dt, loc)
 
 
+def _atomic_add_n(tr, node, loc: Loc, name: str):
+    """`T.atomic_addx2(C[m, n], S[i, j])` (x4 too): atomic adds of that many consecutive
+    elements along the last dimension, in order."""
+    a = Args(tr, node, ["dst", "value"], loc, f"T.{name}")
+    dst, val = a.operand("dst"), a.operand("value")
+    if not isinstance(dst, StartPoint) or not isinstance(val, StartPoint):
+        raise TileTypeError(f"T.{name} expects two elements (`C[m, n]`, `S[i, j]`); got "
+                            f"{describe(dst)} and {describe(val)}", loc)
+    one = tuple(Const(1, int32) for _ in dst.buffer.shape)
+    for t in range(int(name[-1])):
+        def at(p, t=t):
+            return p.starts[:-1] + (exprs.call(Op.ADD, [p.starts[-1], t], loc),)
+        tr.emit(S.AtomicAdd(Region(dst.buffer, at(dst), one),
+                            Load(val.buffer, at(val)), loc=loc))
+
+
 builtins.HANDLERS["tir_const"] = _tir_const
+builtins.HANDLERS["atomic_addx2"] = builtins.HANDLERS["atomic_addx4"] = _atomic_add_n

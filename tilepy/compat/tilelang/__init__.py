@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import enum
 
+from tilepy.compat import tvm  # noqa: E402,F401 - `from tilelang import tvm`
 from tilepy.compat.tilelang import (  # noqa: F401 - tilelang.language, tilelang.math...
     autotuner,
     language,
+    layout,
     math,
     profiler,
     testing,

@@ -76,9 +76,13 @@ def autotune(configs=None, warmup=25, rep=100, timeout=100, **_ignored):
 
     def decorate(fn):
         def tuned(*args, **kwargs):
-            if configs is None or any(k in kwargs for k in _configs(configs, *args)[0]):
-                return _wrap(fn(*args, **kwargs))
-            return _wrap(fn(*args, **{**kwargs, **_configs(configs, *args, **kwargs)[0]}))
+            first = {} if configs is None else _configs(configs, *args, **kwargs)[0]
+            if any(k in kwargs for k in first):
+                first = {}
+            kernel = _wrap(fn(*args, **{**kwargs, **first}))
+            if isinstance(kernel, JITKernel):  # AutotuneResult's fields, as TileLang sets
+                kernel.config, kernel.latency, kernel.ref_latency = first, 0.0, None
+            return kernel
 
         tuned.__wrapped__ = fn
         tuned.__name__ = getattr(fn, "__name__", "kernel")
