@@ -129,3 +129,58 @@ def test_slice_bounds_linear_in_one_term_give_a_constant_extent():
     with tilepy.backend("py"):
         rows(a, b)
     assert (a == b).all()
+
+
+@tilepy.jit
+def row_sums(X, block_m: int = 4):
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), "float32")
+    Y = T.empty((M,), "float32")
+    with T.Kernel(T.ceildiv(M, block_m)) as bx:
+        t = T.alloc_fragment((block_m, N), "float32")  # N is a build-time constant here
+        s = T.alloc_fragment((block_m,), "float32")
+        T.copy(X[bx * block_m, 0], t)
+        T.reduce_sum(t, s, dim=1)
+        T.copy(s, Y[bx * block_m])
+    return Y
+
+
+def test_t_const_sizes_are_constants_specialised_per_value():
+    rng = np.random.default_rng(3)
+    for n in (6, 9, 6):
+        x = rng.standard_normal((10, n)).astype(np.float32)
+        with tilepy.backend("interp"):
+            a = row_sums(x)
+        with tilepy.backend("py"):
+            b = row_sums(x)
+        want = np.zeros(10, np.float32)
+        for j in range(n):  # the contract's order: ascending along the row
+            want += x[:, j]
+        assert (a == want).all() and (a.view(np.uint32) == b.view(np.uint32)).all()
+    texts = [str(k.ir) for k in row_sums.built()]
+    assert len(texts) == 2 and any("(4, 6)" in t for t in texts) and any("(4, 9)" in t
+                                                                         for t in texts)
+
+
+def test_integer_scalar_parameters_are_sizes_passed_by_position():
+    @T.prim_func
+    def head(X: T.Tensor((16,), "float32"), n: T.int32, Y: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(16):
+                Y[i] = T.if_then_else(i < n, X[i], -1.0)
+
+    x = np.arange(16, dtype=np.float32)
+    for be, n in (("interp", 7), ("py", 7), ("py", 0)):
+        y = np.zeros(16, np.float32)
+        with tilepy.backend(be):
+            head(x, n, y)
+        assert y.tolist() == [float(i) if i < n else -1.0 for i in range(16)]
+    assert 'n = T.dynamic("n")' in str(head.ir)
+    with pytest.raises(tilepy.TilepyError, match=r"argument 1 \(n\) expected an int; got "
+                       "float"):
+        head(x, 2.5, np.zeros(16, np.float32))
+    with pytest.raises(tilepy.TilepyError, match="expected an integer type"):
+        @T.prim_func
+        def bad(X: T.Tensor((16,), "float32"), a: T.float32):
+            with T.Kernel(1) as _:
+                X[0] = a

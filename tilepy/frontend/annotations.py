@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import ast
 
-from tilepy.errors import Loc, TileTypeError
+import numpy as np
+
+from tilepy.errors import ArgumentError, Loc, TileTypeError
 from tilepy.frontend import exprs
+from tilepy.frontend.dtypes import as_format
+from tilepy.frontend.surface import SymbolicSize
 from tilepy.frontend.values import describe
 from tilepy.ir.expr import Buffer, Region
 from tilepy.ir.types import Scope
@@ -79,3 +83,30 @@ def hint(tr, node: ast.Call, loc: Loc, name: str):
 
 HANDLERS = {"annotate_safe_value": annotate_safe_value}
 HANDLERS.update({n: hint for n in HINTS})
+
+
+def scalar_size(name: str, spec, loc: Loc) -> SymbolicSize:
+    """`n: T.int32` in a kernel's signature: an integer argument, which the kernel sees as
+    the symbolic size `n` (one compile serves every value)."""
+    fmt = as_format(spec)
+    if not fmt.is_int or fmt.is_bool:
+        raise TileTypeError(f"scalar parameter {name!r} is {fmt}: expected an integer type "
+                            "(a symbolic size)", loc,
+                            hint="pass other scalars as one-element tensors")
+    return SymbolicSize(name, fmt)
+
+
+def bind_scalars(func, args, sizes: dict, loc: Loc) -> tuple:
+    """The call's arguments without the scalar ones, whose values go to `sizes`."""
+    if not func.scalars:
+        return args
+    slots = dict(func.scalars)
+    if len(args) <= max(slots):
+        return args  # too few arguments: the caller's count check says so
+    for i, name in func.scalars:
+        v = args[i]
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ArgumentError(f"{func.name}: argument {i} ({name}) expected an int; got "
+                                f"{type(v).__name__}", loc)
+        sizes[name] = int(v)
+    return tuple(a for i, a in enumerate(args) if i not in slots)

@@ -480,7 +480,9 @@ class Translator(ExpressionMixin):
         args = [self.expr(a) for a in value_node.args]
         if fn.name == "const":
             names = [n.strip() for n in str(args[0]).split(",") if n.strip()]
-            sizes = [self.size_expr(SymbolicSize(n), loc) for n in names]
+            known = getattr(self, "const_values", {})  # bound from the call's arrays
+            sizes = [known[n] if n in known else self.size_expr(SymbolicSize(n), loc)
+                     for n in names]
             self.assign_target(target, sizes[0] if len(sizes) == 1 else tuple(sizes), loc)
             return True
         if not isinstance(target, ast.Name):
