@@ -95,7 +95,8 @@ _builtins(" ".join(SURFACE) + " infinity ceildiv", {"ceildiv": _ceildiv})
 _builtins("annotate_safe_value " + " ".join(_HINTS))
 
 # other spellings of tilepy's names, and GPU-only features (refused: not portable)
-_builtins("clamp Cast alloc_buffer atomic_addx2 atomic_addx4 " + " ".join(_NOT_PORTABLE))
+_builtins("clamp Cast alloc_buffer atomic_addx2 atomic_addx4 reshape view alloc_global "
+          + " ".join(_NOT_PORTABLE))
 parallel = globals()["Parallel"]
 SharedBuffer = FragmentBuffer = LocalBuffer = Tensor  # annotations of @T.macro parameters
 

@@ -184,3 +184,23 @@ def test_integer_scalar_parameters_are_sizes_passed_by_position():
         def bad(X: T.Tensor((16,), "float32"), a: T.float32):
             with T.Kernel(1) as _:
                 X[0] = a
+
+
+def test_reshape_re_views_storage_and_alloc_global_says_what_to_do():
+    @T.prim_func
+    def flat_copy(X: T.Tensor((4, 8), "float32"), Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1) as _:
+            x = T.reshape(X, (32,))
+            for i in T.Parallel(32):
+                Y[i] = x[i] * 2.0
+
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    y = np.zeros(32, np.float32)
+    with tilepy.backend("interp"):
+        flat_copy(x, y)
+    assert (y == x.reshape(-1) * 2).all()
+    with pytest.raises(TileSyntaxError, match="pass the scratch buffer as a kernel argument"):
+        @T.prim_func
+        def scratch(X: T.Tensor((4,), "float32")):
+            with T.Kernel(1) as _:
+                T.alloc_global((4,), "float32")

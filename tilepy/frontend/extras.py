@@ -5,12 +5,13 @@ clear NotPortableError at the user's line. Emits IR only through builtins' handl
 
 from __future__ import annotations
 
-from tilepy.errors import Loc, NotPortableError, TileTypeError
+from tilepy.errors import Loc, NotPortableError, TileSyntaxError, TileTypeError
 from tilepy.frontend import builtins, exprs
 from tilepy.frontend.builtins import _ALLOC, Args, _alloc, _cast
-from tilepy.frontend.values import StartPoint, describe
+from tilepy.frontend.surface import TensorSpec
+from tilepy.frontend.values import DataRef, StartPoint, describe
 from tilepy.ir import stmt as S
-from tilepy.ir.expr import Const, Load, Region
+from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import Op
 from tilepy.ir.types import int32
 
@@ -101,5 +102,31 @@ def _atomic_add_n(tr, node, loc: Loc, name: str):
                             Load(val.buffer, at(val)), loc=loc))
 
 
+def _reshape(tr, node, loc: Loc, name: str):
+    """`T.reshape(buf, shape)` / `T.view(buf, shape)`: a row-major re-view of buf's storage,
+    as `T.Tensor(shape, buf.dtype, buf.data)`; assign it to a name."""
+    a = Args(tr, node, ["buffer", "shape", "dtype"], loc, f"T.{name}")
+    buf = a.value("buffer")
+    if isinstance(buf, Region):
+        buf = buf.buffer
+    if not isinstance(buf, Buffer):
+        raise TileTypeError(f"T.{name} expects a buffer; got {describe(buf)}", loc)
+    dt = a.value("dtype", buf.dtype)
+    if builtins._dtype_arg(dt, loc) != buf.dtype:
+        raise TileTypeError(f"T.{name} keeps the dtype of {buf.name} ({buf.dtype}); got {dt}",
+                            loc, hint="reinterpreting bits across dtypes is not supported")
+    shape = a.value("shape")
+    return TensorSpec(tuple(shape) if isinstance(shape, (tuple, list)) else (shape,),
+                      buf.dtype, DataRef(buf))
+
+
+def _alloc_global(tr, node, loc: Loc, name: str):
+    raise TileSyntaxError("T.alloc_global (a scratch buffer in global memory) is not "
+                          "supported yet", loc,
+                          hint="pass the scratch buffer as a kernel argument (T.Tensor)")
+
+
 builtins.HANDLERS["tir_const"] = _tir_const
+builtins.HANDLERS["reshape"] = builtins.HANDLERS["view"] = _reshape
+builtins.HANDLERS["alloc_global"] = _alloc_global
 builtins.HANDLERS["atomic_addx2"] = builtins.HANDLERS["atomic_addx4"] = _atomic_add_n
