@@ -17,11 +17,11 @@ from tilepy.compat.tilelang.utils.tensor import (
 
 
 def do_bench(fn, warmup=25, rep=100, _n_warmup=0, _n_repeat=0, **_ignored) -> float:
-    """Median milliseconds of `fn()` over one warm-up call and three timed ones (TileLang's
-    warmup/rep are GPU milliseconds; a CPU reference is not a benchmark target)."""
+    """Milliseconds of one `fn()` call after a warm-up call (which compiles). TileLang's
+    warmup/rep are GPU milliseconds; a CPU reference is not a benchmark target."""
     fn()
     times = []
-    for _ in range(3):
+    for _ in range(1):
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
