@@ -204,3 +204,28 @@ def test_reshape_re_views_storage_and_alloc_global_says_what_to_do():
         def scratch(X: T.Tensor((4,), "float32")):
             with T.Kernel(1) as _:
                 T.alloc_global((4,), "float32")
+
+
+def test_im2col_gathers_the_zero_padded_patches_of_an_nhwc_image():
+    n, h, w, c, k, s, d, p = 2, 6, 5, 3, 3, 1, 1, 1
+    oh, ow = (h + 2 * p - d * (k - 1) - 1) // s + 1, (w + 2 * p - d * (k - 1) - 1) // s + 1
+    bm, bk = 16, 8
+    rows, cols = -(-n * oh * ow // bm) * bm, -(-k * k * c // bk) * bk
+
+    @T.prim_func
+    def patches(X: T.Tensor((n, h, w, c), "float32"), Col: T.Tensor((rows, cols), "float32")):
+        with T.Kernel(cols // bk, rows // bm) as (bx, by):
+            t = T.alloc_shared((bm, bk), "float32")
+            T.im2col(X, t, by, bx, k, s, d, p)
+            T.copy(t, Col[by * bm, bx * bk])
+
+    x = np.random.default_rng(0).standard_normal((n, h, w, c)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (p, p), (p, p), (0, 0)))
+    want = np.array([[xp[m // (oh * ow), m % (oh * ow) // ow * s + kk // (k * c) * d,
+                         m % ow * s + kk // c % k * d, kk % c] for kk in range(k * k * c)]
+                     for m in range(n * oh * ow)])
+    for be in ("interp", "py"):
+        got = np.zeros((rows, cols), np.float32)
+        with tilepy.backend(be):
+            patches(x, got)
+        assert (got[:n * oh * ow, :k * k * c] == want).all(), be

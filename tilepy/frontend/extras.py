@@ -126,7 +126,20 @@ def _alloc_global(tr, node, loc: Loc, name: str):
                           hint="pass the scratch buffer as a kernel argument (T.Tensor)")
 
 
+def _im2col(tr, node, loc: Loc, name: str):
+    from tilepy.frontend.im2col import im2col  # a kernel macro: needs the whole language
+    from tilepy.frontend.macro import inline_macro
+
+    names = ["img", "col", "nhw_step", "c_step", "kernel", "stride", "dilation", "pad"]
+    a = Args(tr, node, names + ["eviction_policy"], loc, f"T.{name}")
+    args = [a.value(n) if n in ("nhw_step", "c_step") else a.operand(n) if n in (
+        "img", "col") else a.const(n) for n in names]
+    args[:2] = [v.buffer if isinstance(v, Region) else v for v in args[:2]]
+    return inline_macro(tr, im2col, args, {}, loc)
+
+
 builtins.HANDLERS["tir_const"] = _tir_const
+builtins.HANDLERS["im2col"] = builtins.HANDLERS["c2d_im2col"] = _im2col
 builtins.HANDLERS["reshape"] = builtins.HANDLERS["view"] = _reshape
 builtins.HANDLERS["alloc_global"] = _alloc_global
 builtins.HANDLERS["atomic_addx2"] = builtins.HANDLERS["atomic_addx4"] = _atomic_add_n
