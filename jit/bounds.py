@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 
+from tilepy.ir.errors import LoweringError
 from tilepy.ir.expr import Buffer, Call, Const, Load, Var
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import For, Let, walk
@@ -235,7 +236,7 @@ class CheckedEmitter(Emitter):
             return self.load_unguarded(e.buffer, _unsigned(idx))
         if not self.strict:  # TileLang's rule: the safe value outside the array
             return self.load(e.buffer, idx)
-        self._check_rank(e.buffer)
+        self._check_strict_rank(e.buffer)
         site = self.faults.site("read", e.buffer, self.loc)
         raw = (f"_gld{len(idx)}({self._fault_args(site)}, {self.ref(e.buffer).name}, "
                f"{', '.join(idx)}, {storage_name(e.buffer.dtype)}(0))")
@@ -261,8 +262,17 @@ class CheckedEmitter(Emitter):
         self._check_rank(buf)
         if not self.strict:
             return f"_in{len(idx)}({self.ref(buf).name}, {', '.join(idx)})"
+        self._check_strict_rank(buf)
         site = self.faults.site(what, buf, self.loc)
         return f"_gin{len(idx)}({self._fault_args(site)}, {self.ref(buf).name}, {', '.join(idx)})"
+
+    def _check_strict_rank(self, buf: Buffer) -> None:
+        if buf.ndim > MAX_CHECKED_RANK:
+            raise LoweringError(
+                f"strict mode checks global element accesses of rank 1..{MAX_CHECKED_RANK}; "
+                f"'{buf.name}' has rank {buf.ndim}", loc=self.loc,
+                hint="run it without strict=True (accesses outside are then masked), or "
+                     "in the interpreter, whose strict mode has no such limit")
 
     def _fault_args(self, site: int) -> str:
         return f"{self.faults.flt}, {self.faults.blk}, {site}"

@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import tilepy
 import tilepy.jit as jit
 import tilepy.language as T
 from tests.jit.oracle import assert_same_bits, both
@@ -71,3 +72,24 @@ def test_the_in_range_copy_stays_unchecked_and_ragged_sizes_run():
                                       Y=np.zeros(n, np.float32)), {"n": n})
         assert_same_bits(a["Y"], b["Y"], f"n={n}")
         assert (a["Y"] == np.arange(n) * 3).all()
+
+
+@cached
+def rank5():
+    @T.prim_func
+    def rank5(X: T.Tensor((2, 2, 3, 2, 4), "float32"), Y: T.Tensor((2, 2, 3, 2, 4), "float32")):
+        with T.Kernel(2) as b:
+            for i, j, k, l in T.Parallel(2, 3, 2, 4):
+                Y[b, i, j, k, l] = X[b, i, j + 1, k, l] + 1.0  # j + 1 = 3 is outside
+
+    return rank5
+
+
+def test_rank5_global_element_accesses_run_masked_and_strict_mode_says_its_limit():
+    x = np.arange(96, dtype=np.float32).reshape(2, 2, 3, 2, 4)
+    a, b = both(rank5().func, dict(X=x, Y=np.zeros_like(x)), {})
+    assert_same_bits(a["Y"], b["Y"], "Y")
+    assert (a["Y"][:, :, :2] == x[:, :, 1:] + 1).all() and (a["Y"][:, :, 2] == 1).all()
+    with pytest.raises(tilepy.TilepyError, match="strict mode checks global element "
+                       "accesses of rank 1..4"):
+        jit.run(rank5().func, dict(X=x, Y=np.zeros_like(x)), {}, tier="py", strict=True)
