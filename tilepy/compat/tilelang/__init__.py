@@ -11,6 +11,7 @@ import enum
 from tilepy.compat import tvm  # noqa: E402,F401 - `from tilelang import tvm`
 from tilepy.compat.tilelang import (  # noqa: F401 - tilelang.language, tilelang.math...
     autotuner,
+    intrinsics,
     language,
     layout,
     math,
@@ -23,6 +24,8 @@ from tilepy.compat.tilelang.autotuner import AutoTuner, autotune  # noqa: F401
 from tilepy.compat.tilelang.jit import JITKernel, compile, jit, lazy_jit  # noqa: F401
 from tilepy.compat.tilelang.math import next_power_of_2  # noqa: F401
 from tilepy.compat.tilelang.utils.tensor import TensorSupplyType  # noqa: F401
+
+TensorDistribution = TensorSupplyType  # its older name
 
 __version__ = "0.1.0+tilepy"
 
