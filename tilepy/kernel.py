@@ -16,7 +16,7 @@ import numpy as np
 
 from tilepy.backend import run
 from tilepy.boundary import api_boundary, is_internal
-from tilepy.compat.torch_bridge import from_torch
+from tilepy.compat.torch_bridge import from_torch, unpack_int4
 from tilepy.errors import ArgumentError, Loc, TileSyntaxError
 from tilepy.frontend.annotations import bind_scalars, func_attrs, scalar_size
 from tilepy.frontend.dtypes import as_format
@@ -139,6 +139,9 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
                             f"{len(args)}", loc)
     arrays: dict[str, np.ndarray] = {}
     for buf, arr in zip(inputs, args):
+        static = buf.static_shape()  # int4 data may come packed in int8 storage
+        if static is not None and buf.name not in written_params(func):
+            arr = unpack_int4(buf.dtype, static, arr)
         arrays[buf.name] = _check_array(func, buf, arr, sizes, loc)
     _bind_derived(func, inputs, args, sizes, loc)
     check_call(func, sizes, eval_index)

@@ -210,3 +210,19 @@ def test_cuda_mapping_is_opt_in(tl):
     cuda = torch.Tensor.cuda
     compat.install()  # no cuda_to_cpu: torch untouched
     assert torch.Tensor.cuda is cuda
+
+
+def test_int4_data_may_come_packed_in_int8_storage():
+    import tilepy.language as T
+
+    @T.prim_func
+    def widen(Q: T.Tensor((2, 4), "int4"), Y: T.Tensor((2, 4), "int32")):
+        with T.Kernel(1) as _:
+            for i, j in T.Parallel(2, 4):
+                Y[i, j] = T.cast(Q[i, j], "int32")
+
+    packed = np.array([[0x21, 0x8F], [0x7E, 0x09]], dtype=np.uint8).view(np.int8)
+    y = np.zeros((2, 4), np.int32)
+    with tilepy.backend("interp"):
+        widen(packed, y)
+    assert y.tolist() == [[1, 2, -1, -8], [-2, 7, 9 - 16, 0]]

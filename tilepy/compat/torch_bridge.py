@@ -64,3 +64,20 @@ def from_torch(args):
         return None if out is None else to_torch(out)
 
     return conv, back
+
+
+def unpack_int4(buf_dtype, shape, arr):
+    """int4 / uint4 data given as 8-bit storage (two values a byte, the first in the low
+    nibble, as TileLang and torch programs pass it): the unpacked array of `shape`, else
+    `arr` unchanged. A copy, so only for arrays the kernel reads."""
+    if buf_dtype.name not in ("int4", "uint4") or not isinstance(arr, np.ndarray):
+        return arr
+    if arr.dtype not in (np.int8, np.uint8) or len(shape) != arr.ndim or not shape:
+        return arr
+    if tuple(arr.shape[:-1]) != tuple(shape[:-1]) or arr.shape[-1] * 2 != shape[-1]:
+        return arr
+    b = arr.view(np.uint8)
+    nib = np.stack([b & 0xF, b >> 4], axis=-1).reshape(shape).astype(np.int8)
+    if buf_dtype.name == "int4":
+        nib = np.where(nib >= 8, nib - 16, nib).astype(np.int8)
+    return np.ascontiguousarray(nib.astype(buf_dtype.np_dtype))
