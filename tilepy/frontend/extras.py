@@ -8,6 +8,8 @@ from __future__ import annotations
 from tilepy.errors import Loc, NotPortableError, TileSyntaxError, TileTypeError
 from tilepy.frontend import builtins, exprs
 from tilepy.frontend.builtins import _ALLOC, Args, _alloc, _cast
+from tilepy.frontend.im2col import im2col
+from tilepy.frontend.macro import inline_macro
 from tilepy.frontend.surface import TensorSpec
 from tilepy.frontend.values import DataRef, StartPoint, describe
 from tilepy.ir import stmt as S
@@ -127,9 +129,6 @@ def _alloc_global(tr, node, loc: Loc, name: str):
 
 
 def _im2col(tr, node, loc: Loc, name: str):
-    from tilepy.frontend.im2col import im2col  # a kernel macro: needs the whole language
-    from tilepy.frontend.macro import inline_macro
-
     names = ["img", "col", "nhw_step", "c_step", "kernel", "stride", "dilation", "pad"]
     a = Args(tr, node, names + ["eviction_policy"], loc, f"T.{name}")
     args = [a.value(n) if n in ("nhw_step", "c_step") else a.operand(n) if n in (
