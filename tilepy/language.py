@@ -96,7 +96,7 @@ _builtins("annotate_safe_value " + " ".join(_HINTS))
 
 # other spellings of tilepy's names, and GPU-only features (refused: not portable)
 _builtins("clamp Cast alloc_buffer atomic_addx2 atomic_addx4 reshape view alloc_global "
-          "im2col c2d_im2col "
+          "im2col c2d_im2col gemm_v1 gemm_v2 "
           + " ".join(_NOT_PORTABLE))
 parallel = globals()["Parallel"]
 SharedBuffer = FragmentBuffer = LocalBuffer = Tensor  # annotations of @T.macro parameters

@@ -229,3 +229,21 @@ def test_im2col_gathers_the_zero_padded_patches_of_an_nhwc_image():
         with tilepy.backend(be):
             patches(x, got)
         assert (got[:n * oh * ow, :k * k * c] == want).all(), be
+
+
+def test_gemm_v2_is_gemm_and_ignores_its_gpu_options():
+    @T.prim_func
+    def mm(A: T.Tensor((16, 8), "float32"), B: T.Tensor((16, 8), "float32"),
+           C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as _:
+            c = T.alloc_fragment((16, 16), "float32")
+            T.clear(c)
+            T.gemm_v2(A, B, c, transpose_B=True, k_pack=2, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(c, C)
+
+    a = np.arange(128, dtype=np.float32).reshape(16, 8) / 64
+    c = np.zeros((16, 16), np.float32)
+    with tilepy.backend("interp"):
+        mm(a, a, c)
+    assert np.allclose(c, a @ a.T, rtol=1e-6) and "T.gemm(A, B, c, transpose_B=True" in str(
+        mm.ir)

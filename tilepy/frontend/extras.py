@@ -138,6 +138,7 @@ def _im2col(tr, node, loc: Loc, name: str):
 
 
 builtins.HANDLERS["tir_const"] = _tir_const
+builtins.HANDLERS["gemm_v1"] = builtins.HANDLERS["gemm_v2"] = builtins.HANDLERS["gemm"]
 builtins.HANDLERS["im2col"] = builtins.HANDLERS["c2d_im2col"] = _im2col
 builtins.HANDLERS["reshape"] = builtins.HANDLERS["view"] = _reshape
 builtins.HANDLERS["alloc_global"] = _alloc_global
