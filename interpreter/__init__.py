@@ -4,7 +4,8 @@ Owns the numerics of every op as the op table defines them, the sanitizers and t
 Never imports numba.
 """
 
+from tilepy.interpreter.masking import Masked, MaskReport
 from tilepy.interpreter.schedule import run
 from tilepy.interpreter.trace import Access, GemmEvent, Listener, Recorder
 
-__all__ = ["Access", "GemmEvent", "Listener", "Recorder", "run"]
+__all__ = ["Access", "GemmEvent", "Listener", "MaskReport", "Masked", "Recorder", "run"]

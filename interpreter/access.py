@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tilepy.interpreter import sanitize
+from tilepy.interpreter import masking, sanitize
 from tilepy.interpreter.state import Ctx
 from tilepy.interpreter.targets import Key, Windows
 from tilepy.interpreter.trace import Access
 from tilepy.ir.expr import Buffer
 from tilepy.ir.ops import cast_values
-from tilepy.ir.types import DType, Scope, compute_dtype
+from tilepy.ir.types import DType, Scope, compute_dtype, float64
 
 
 @dataclass(frozen=True)
@@ -145,11 +145,26 @@ def load(ctx: Ctx, buf: Buffer, forms, mask) -> np.ndarray:
         if plan is not None:
             _trace_elements(ctx, buf, "load", int(np.prod(ctx.lane_shape[1:])))
             return to_compute(_to_lanes(ctx, plan.target.get(arr), plan), buf.dtype)
-    s, key, active = general_key(ctx, buf, forms, mask, shape, "read")
+    s, key, active, ok = general_key(ctx, buf, forms, mask, shape, "read")
     target = Key(key)
     sanitize.check_init(ctx, buf, target, active)
     _trace_elements(ctx, buf, "load", int(np.prod(s)) if active is None else int(active.sum()))
-    return to_compute(target.get(arr), buf.dtype)
+    if ok is None:
+        return to_compute(target.get(arr), buf.dtype)
+    safe = safe_value(ctx, buf)
+    if arr.size == 0:  # nothing to read: every lane is outside
+        return np.broadcast_to(safe, s).copy()
+    return np.where(ok, to_compute(target.get(arr), buf.dtype), safe)
+
+
+def safe_value(ctx: Ctx, buf: Buffer) -> np.ndarray:
+    """What an out-of-range load of global `buf` gives (T.annotate_safe_value, else 0),
+    as a value of buf's dtype in its compute dtype."""
+    v = ctx.shared.func.safe_value(buf.root.name)
+    if buf.dtype.is_float:
+        return to_compute(np.asarray(cast_values(np.asarray(float(v)), float64, buf.dtype)),
+                          buf.dtype)
+    return to_compute(np.asarray(v).astype(buf.dtype.np_dtype), buf.dtype)
 
 
 def _full_index(ctx: Ctx, f) -> np.ndarray:
@@ -160,6 +175,9 @@ def _full_index(ctx: Ctx, f) -> np.ndarray:
 
 
 def general_key(ctx: Ctx, buf: Buffer, forms, mask, shape, what: str):
+    """(lane shape, numpy key, active lanes or None, in-range lanes or None). Block-local
+    buffers, and global ones in strict mode, raise for an active lane outside; otherwise
+    global lanes outside are inactive (`ok` says which lanes lie inside)."""
     idx = [_full_index(ctx, f) for f in forms]
     local = buf.scope is not Scope.GLOBAL
     parts = idx + ([ctx.bidx()] if local else []) + ([mask] if mask is not None else [])
@@ -169,11 +187,18 @@ def general_key(ctx: Ctx, buf: Buffer, forms, mask, shape, what: str):
         s = (1,)
     idx = [np.broadcast_to(i, s) for i in idx]
     active = None if mask is None else np.broadcast_to(mask, s)
-    sanitize.check_bounds(ctx, buf, idx, shape, active, what)
+    ok = None
+    if local or ctx.shared.strict:
+        sanitize.check_bounds(ctx, buf, idx, shape, active, what)
+    else:  # TileLang's rule: lanes outside a global buffer are masked off (masking.py)
+        ok = masking.in_range(idx, shape)
+        if ok is not None:
+            masking.note(ctx, buf, idx, ~ok if active is None else active & ~ok, what)
+            active = ok if active is None else active & ok
     if active is not None:
-        idx = [np.clip(i, 0, n - 1) for i, n in zip(idx, shape)]
+        idx = [np.clip(i, 0, max(n - 1, 0)) for i, n in zip(idx, shape)]
     key = ((np.broadcast_to(ctx.bidx(), s),) if local else ()) + tuple(idx)
-    return s, key, active
+    return s, key, active, ok
 
 
 def _trace_elements(ctx: Ctx, buf: Buffer, op: str, n: int) -> None:
@@ -196,7 +221,7 @@ def store(ctx: Ctx, buf: Buffer, forms, value: np.ndarray, vdt: DType, mask) -> 
     v = to_storage(value, vdt, buf.dtype)
     if _store_fast(ctx, buf, forms, v, arr, shape, mask):
         return
-    s, key, active = general_key(ctx, buf, forms, mask, shape, "write")
+    s, key, active, _ = general_key(ctx, buf, forms, mask, shape, "write")
     v = np.broadcast_to(ctx.pad(v), s)
     lin = np.broadcast_to(ctx.pad(ctx.lin), s)
     if active is not None:

@@ -23,16 +23,20 @@ BATCH_ELEMENTS = 1 << 22
 
 def run(func: S.PrimFunc, arrays: dict, sizes: dict, *, sanitize: bool = True,
         random_order: bool = False, seed: int | None = None, batch: bool = True,
-        trace=None) -> None:
+        trace=None, strict: bool = False, masked=None) -> None:
     """Execute `func` on `arrays` (param name -> C-contiguous array of the buffer's dtype
     and shape; outputs are written in place) with symbolic `sizes` (name -> int).
 
     sanitize: check uninitialised reads of block-local memory and cross-block races
-    (bounds are always checked). random_order: run blocks one at a time in an order drawn
-    from `seed`. batch=False: one block at a time in block order. trace: a Listener.
+    (bounds of block-local buffers are always checked). strict: out-of-range global
+    element accesses raise OutOfBoundsError (otherwise loads give the buffer's safe value
+    and stores are skipped, TileLang's rule). masked: a MaskReport that records the
+    masked accesses. random_order: run blocks one at a time in an order drawn from `seed`.
+    batch=False: one block at a time in block order. trace: a Listener.
     """
     _check_arrays(func, arrays, sizes)
-    shared = Shared(func, dict(arrays), dict(sizes), sanitize, trace)
+    shared = Shared(func, dict(arrays), dict(sizes), sanitize, trace,
+                    bool(strict), masked)
     host = Ctx(shared, (1,), np.zeros(1, dtype=np.int64))
     for v in func.sizes:
         if v.name in sizes:

@@ -37,6 +37,8 @@ class Shared:
     sizes: dict[str, int]
     sanitize: bool
     listener: object | None
+    strict: bool = False  # out-of-range global element accesses raise (else masked)
+    masked: object | None = None  # a masking.MaskReport to fill, or None
     writers: dict[str, np.ndarray] = field(default_factory=dict)
     globals_: dict[str, np.ndarray] = field(default_factory=dict)
 

@@ -94,7 +94,7 @@ def _atomic_elements(ctx: Ctx, s: AtomicAdd, mask) -> None:
     arr = ctx.storage(buf)
     local = not ctx.is_global(buf)
     shape = arr.shape[1:] if local else arr.shape
-    shp, key, active = access.general_key(ctx, buf, forms, mask, shape, "write")
+    shp, key, active, _ = access.general_key(ctx, buf, forms, mask, shape, "write")
     value = np.broadcast_to(ctx.pad(value), shp)
     if active is not None:
         key, value = tuple(k[active] for k in key), value[active]

@@ -194,8 +194,10 @@ class _Parser:
                 raise self.error(a, f"parameter {a.arg!r} needs a T.Tensor(shape, dtype) "
                                     "annotation")
             params.append(self.declare(a.arg, a.annotation, a))
+        self.safe_values: list = []
         body = self.body(node.body)
-        return PrimFunc(node.name, tuple(params), sizes, body, out_idx, loc=self.loc(node))
+        return PrimFunc(node.name, tuple(params), sizes, body, out_idx, loc=self.loc(node),
+                        safe_values=tuple(self.safe_values))
 
     def decorator(self, node: ast.FunctionDef) -> tuple[int, ...]:
         if len(node.decorator_list) != 1 or self.t_name(node.decorator_list[0]) != "prim_func":
@@ -354,6 +356,20 @@ class _Parser:
             else:
                 values[field] = default
         return cls(**values, loc=loc)
+
+    def tile_annotate_safe_value(self, c: ast.Call, loc: Loc):
+        """`T.annotate_safe_value({X: v})`: what out-of-range loads of X give."""
+        arg = self.nargs(c, 1, 1)[0]
+        if not isinstance(arg, ast.Dict):
+            raise self.error(c, "expected T.annotate_safe_value({buffer: value, ...})")
+        for k, v in zip(arg.keys, arg.values):
+            if (isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
+                    and v.func.id == "float" and len(v.args) == 1):
+                value = float(self.literal(v.args[0], (str,)))
+            else:
+                value = self.literal(v, (int, float))
+            self.safe_values.append((self.buffer(k).name, value))
+        return None
 
     def tile_fill(self, c: ast.Call, loc: Loc):
         self.kwargs(c, set())

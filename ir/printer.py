@@ -222,6 +222,11 @@ def format_diff(before: PrimFunc, after: PrimFunc, *, locs: bool = False) -> str
     return "".join(difflib.unified_diff(a, b, f"{before.name} (before)", f"{after.name} (after)"))
 
 
+def _number(v) -> str:
+    """A Python number as text the parser reads back (inf and nan as float("..."))."""
+    return repr(v) if v == v and abs(v) != float("inf") else f'float("{v}")'
+
+
 def format_func(func: PrimFunc, *, locs: bool = True) -> str:
     """The function as text; with `locs`, each statement ends in `# file:line`."""
     return _Printer(locs).func(func)
@@ -251,6 +256,11 @@ class _Printer:
         params = ", ".join(f"{p.name}: {buffer_decl(p)}" for p in f.params)
         self.declared.update(p.name for p in f.params)
         self.emit(0, f"def {f.name}({params}):", f.loc)
+        for hint in f.hints:  # recorded, not executed (ir/stmt.py PrimFunc.hints)
+            self.lines.append(f"{INDENT}# hint: {hint}")
+        if f.safe_values:
+            pairs = ", ".join(f"{name}: {_number(value)}" for name, value in f.safe_values)
+            self.lines.append(f"{INDENT}T.annotate_safe_value({{{pairs}}})")
         self.body(f.body, 1)
         return "\n".join(self.lines) + "\n"
 

@@ -256,6 +256,18 @@ class PrimFunc:
     body: Body
     out_idx: tuple[int, ...] = ()
     loc: Loc = _loc()
+    # `T.annotate_safe_value`: (buffer name, value) that out-of-range global loads give
+    safe_values: tuple[tuple[str, float], ...] = ()
+    # hardware-only hints (`T.use_swizzle`, `T.annotate_layout`, ...): recorded as text
+    # for the printed IR, never executed, and not part of the program's identity
+    hints: tuple[str, ...] = field(default=(), compare=False)
+    # scalar parameters (`n: T.int32`): (position among the call's inputs, size name);
+    # the calling convention only: inside the kernel each is the symbolic size it names
+    scalars: tuple[tuple[int, str], ...] = field(default=(), compare=False)
+
+    def safe_value(self, name: str) -> float:
+        """What an out-of-range load of global buffer `name` gives (0 unless annotated)."""
+        return dict(self.safe_values).get(name, 0.0)
 
     def __str__(self) -> str:
         from tilepy.ir.printer import format_func  # printer.py imports this module

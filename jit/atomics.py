@@ -7,6 +7,7 @@ log, then one serial pass applies the logs block by block: the interpreter's add
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tilepy.ir.errors import LoweringError
@@ -19,6 +20,7 @@ from tilepy.ir.stmt import (
     ForKind,
     If,
     Launch,
+    Let,
     Print,
     Versioned,
     While,
@@ -122,6 +124,10 @@ def check_lane_order(body) -> None:
 
 def _check_nest(nest: For) -> None:
     seen: dict[str, AtomicAdd] = {}
+    lets: dict = {}  # name -> its value, for names bound once in the nest
+    for s in walk(nest.body):
+        if isinstance(s, Let):
+            lets[s.var.name] = None if s.var.name in lets else s.value
 
     def visit(stmts, serial: str | None) -> None:
         for st in stmts:
@@ -130,7 +136,7 @@ def _check_nest(nest: For) -> None:
                 why = None
                 if serial:
                     why = f"it sits under {serial} inside the T.Parallel loop"
-                elif name in seen:
+                elif name in seen and not _apart(seen[name], st, lets):
                     why = (f"the same T.Parallel loop also adds to {name} at line "
                            f"{seen[name].loc.line}")
                 if why:
@@ -152,6 +158,56 @@ def _check_nest(nest: For) -> None:
                     visit(b, serial)
 
     visit(nest.body, None)
+
+
+def _apart(a: AtomicAdd, b: AtomicAdd, lets: dict) -> bool:
+    """Whether two element atomic adds can never hit one element, whatever their lanes: in
+    some dimension both indices are `sum(c_i * v_i) + k` with every c_i a multiple of g
+    and the two k different modulo g (`T.atomic_addx2`'s `n + 0`, `n + 1` with n even)."""
+    if a.dst.buffer.data is not None or b.dst.buffer.data is not None:
+        return False
+    if any(not isinstance(e, Const) or int(e.value) != 1
+           for e in a.dst.extents + b.dst.extents):
+        return False
+    for x, y in zip(a.dst.starts, b.dst.starts):
+        fx, fy = _affine(x, lets), _affine(y, lets)
+        if fx is None or fy is None:
+            continue
+        g = 0
+        for f in (fx, fy):
+            for k, c in f.items():
+                g = math.gcd(g, c) if k is not None else g
+        if g != 1 and (fx.get(None, 0) - fy.get(None, 0)) % (g or 1 << 62) != 0:
+            return True
+    return False
+
+
+def _affine(e, lets: dict, depth: int = 0) -> dict | None:
+    """e as {variable name: coefficient, None: constant} through the nest's lets."""
+    if depth > 16:
+        return None
+    if isinstance(e, Const):
+        return {None: int(e.value)} if e.dtype.is_int and not e.dtype.is_bool else None
+    if isinstance(e, Var):
+        if e.name in lets:
+            return None if lets[e.name] is None else _affine(lets[e.name], lets, depth + 1)
+        return {e.name: 1}
+    if not isinstance(e, Call) or e.op not in (Op.ADD, Op.SUB, Op.MUL):
+        return None
+    fa, fb = (_affine(x, lets, depth + 1) for x in e.args)
+    if fa is None or fb is None:
+        return None
+    if e.op is Op.MUL:
+        if set(fa) == {None}:
+            fa, fb = fb, fa
+        if set(fb) != {None}:
+            return None
+        return {k: c * fb[None] for k, c in fa.items()}
+    sign = 1 if e.op is Op.ADD else -1
+    out = dict(fa)
+    for k, c in fb.items():
+        out[k] = out.get(k, 0) + sign * c
+    return out
 
 
 # ---------------------------------------------------------------- who touches what

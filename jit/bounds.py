@@ -1,8 +1,9 @@
 """Bounds checks in generated code: which accesses need a run-time check, and its code.
 Block-local buffers: an interval analysis proves most accesses (no code), a tile op checks
 each local region once, other element indices are checked per element. Global element
-loads and stores are checked against the array's shape (tile ops clip edge tiles instead:
-regions.py). A failed check records a fault (faults.py); the launch raises after its blocks.
+loads and stores outside the array give the safe value / are skipped (TileLang's rule), or in
+strict mode are checked (tile ops clip edge tiles instead: regions.py). A failed check
+records a fault (faults.py); the launch raises after its blocks.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 
+from tilepy.ir.errors import LoweringError
 from tilepy.ir.expr import Buffer, Call, Const, Load, Var
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import For, Let, walk
@@ -223,12 +225,14 @@ class CheckedEmitter(Emitter):
         return super().store(buf, idx, value, guarded)
 
     def global_load(self, e: Load) -> str:
-        """A global element load: unchecked where jit/versioning.py bounded it, else
-        checked (0 and a recorded fault outside the array)."""
+        """A global element load: unchecked where jit/versioning.py bounded it, else the
+        safe value outside the array (strict mode: 0 and a recorded fault)."""
         idx = [self.expr(i) for i in e.indices]
         if (e.buffer, e.indices) in self.verified:
             return self.load_unguarded(e.buffer, _unsigned(idx))
-        self._check_rank(e.buffer)
+        if not self.strict:  # TileLang's rule: the safe value outside the array
+            return self.load(e.buffer, idx)
+        self._check_strict_rank(e.buffer)
         site = self.faults.site("read", e.buffer, self.loc)
         raw = (f"_gld{len(idx)}({self._fault_args(site)}, {self.ref(e.buffer).name}, "
                f"{', '.join(idx)}, {storage_name(e.buffer.dtype)}(0))")
@@ -243,15 +247,28 @@ class CheckedEmitter(Emitter):
         exprs = tuple(self.origin.get(i) for i in idx)
         if (buf, exprs) in self.verified:
             return super().store(buf, _unsigned(idx), value, guarded=False)
+        if not self.strict:  # TileLang's rule: a store outside the array is skipped
+            return super().store(buf, idx, value, guarded=True)
         lines = super().store(buf, idx, value, guarded=False)
         return [f"if {self.global_check(buf, idx, 'write')}:"] + ["    " + ln for ln in lines]
 
     def global_check(self, buf: Buffer, idx: list[str], what: str) -> str:
         """A condition: the element buf[idx] of a global array exists (else the fault is
-        recorded). The caller runs the access only under it."""
+        recorded in strict mode). The caller runs the access only under it."""
         self._check_rank(buf)
+        if not self.strict:
+            return f"_in{len(idx)}({self.ref(buf).name}, {', '.join(idx)})"
+        self._check_strict_rank(buf)
         site = self.faults.site(what, buf, self.loc)
         return f"_gin{len(idx)}({self._fault_args(site)}, {self.ref(buf).name}, {', '.join(idx)})"
+
+    def _check_strict_rank(self, buf: Buffer) -> None:
+        if buf.ndim > MAX_CHECKED_RANK:
+            raise LoweringError(
+                f"strict mode checks global element accesses of rank 1..{MAX_CHECKED_RANK}; "
+                f"'{buf.name}' has rank {buf.ndim}", loc=self.loc,
+                hint="run it without strict=True (accesses outside are then masked), or "
+                     "in the interpreter, whose strict mode has no such limit")
 
     def _fault_args(self, site: int) -> str:
         return f"{self.faults.flt}, {self.faults.blk}, {site}"

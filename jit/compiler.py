@@ -74,36 +74,41 @@ class CompiledKernel:
 
 
 def compile(func: PrimFunc, *, fast: bool = False, tier: str = "numba",
-            disk: bool | None = None, fuse: bool | None = None) -> CompiledKernel:  # noqa: A001
+            disk: bool | None = None, fuse: bool | None = None,
+            strict: bool = False) -> CompiledKernel:  # noqa: A001
     """The compiled kernel for `func`, from memory, the disk cache or a fresh build.
-    `fuse`: row fusion of tile statements (jit/passes/fusion.py); by default in fast mode only."""
+    `fuse`: row fusion of tile statements (jit/passes/fusion.py); by default in fast mode only.
+    `strict`: out-of-range global element accesses raise CompiledBoundsError instead of
+    reading the safe value / skipping the store (TileLang's rule)."""
     if tier not in TIERS:
         raise TilepyError(f"unknown JIT tier: expected one of {', '.join(TIERS)}; got {tier!r}",
                           hint='tier="py" runs the generated source without Numba')
     fuse = fast if fuse is None else bool(fuse)
-    ident = (id(func), fast, tier, fuse)
+    strict = bool(strict)
+    ident = (id(func), fast, tier, fuse, strict)
     hit = _BY_ID.get(ident)
     if hit is not None and hit[0] is func:
         return hit[1]
-    key = (func, fast, tier, fuse)
+    key = (func, fast, tier, fuse, strict)
     with _LOCK:
         k = _MEMORY.get(key)
         if k is None:
-            k = _build(func, fast, tier, diskcache.enabled() if disk is None else disk, fuse)
+            k = _build(func, fast, tier, diskcache.enabled() if disk is None else disk, fuse,
+                       strict)
             _MEMORY[key] = k
         _BY_ID[ident] = (func, k)
     return k
 
 
 def run(func: PrimFunc, arrays: dict, sizes: dict, *, fast: bool = False,
-        tier: str = "numba", fuse: bool | None = None) -> None:
+        tier: str = "numba", fuse: bool | None = None, strict: bool = False) -> None:
     """Run `func` on `arrays` (outputs written in place) with symbolic `sizes` bound."""
-    compile(func, fast=fast, tier=tier, fuse=fuse)(arrays, sizes)
+    compile(func, fast=fast, tier=tier, fuse=fuse, strict=strict)(arrays, sizes)
 
 
-def source(func: PrimFunc) -> str:
+def source(func: PrimFunc, *, strict: bool = False) -> str:
     """The generated Python for `func` (what `kernel.source` shows), without compiling."""
-    return lower(func).source
+    return lower(func, strict=strict).source
 
 
 def clear_memory_cache() -> None:
@@ -112,11 +117,12 @@ def clear_memory_cache() -> None:
         _BY_ID.clear()
 
 
-def _build(func: PrimFunc, fast: bool, tier: str, disk: bool, fuse: bool) -> CompiledKernel:
+def _build(func: PrimFunc, fast: bool, tier: str, disk: bool, fuse: bool,
+           strict: bool = False) -> CompiledKernel:
     if tier == "numba":
         _refuse_breakpoints(func)
         configure()  # Numba's target before its first compile (precision/numba_target.py)
-    low = lower(func, fast=fast, fuse=fuse)
+    low = lower(func, fast=fast, fuse=fuse, strict=strict)
     key = diskcache.key(low.source, tier=tier, fast=fast)
     path, pyfunc = diskcache.load_module(func.name, key, low.source, low.entry)
     if tier == "py":

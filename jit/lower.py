@@ -63,11 +63,13 @@ _TILE = {Copy: emit_copy, Fill: emit_fill, Reduce: emit_reduce, Cumsum: emit_cum
          AtomicAdd: emit_atomic_add, Gemm: emit_gemm}
 
 
-def lower(func: PrimFunc, fast: bool = False, fuse: bool | None = None) -> Lowered:
-    """`fuse`: the fusion pass (jit/passes/fusion.py); by default on in fast mode only."""
+def lower(func: PrimFunc, fast: bool = False, fuse: bool | None = None,
+          strict: bool = False) -> Lowered:
+    """`fuse`: the fusion pass (jit/passes/fusion.py); by default on in fast mode only.
+    `strict`: out-of-range global element accesses raise (jit/bounds.py)."""
     func = passes.run(func, fuse=fast if fuse is None else fuse)
     names = Names()
-    em = Emitter(names, fast=fast)
+    em = Emitter(names, fast=fast, strict=strict, safe=dict(func.safe_values))
     em.hoisted = hoist.names(func)
     w = Writer()
     entry = names.user("func", func.name)

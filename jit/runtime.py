@@ -155,6 +155,14 @@ def _ld4(a, i, j, k, l, zero):
     return a[i, j, k, l] if ok and 0 <= l < a.shape[3] else zero
 
 
+def _ld5(a, i, j, k, l, m, zero):
+    return a[i, j, k, l, m] if _in5(a, i, j, k, l, m) else zero
+
+
+def _ld6(a, i, j, k, l, m, n, zero):
+    return a[i, j, k, l, m, n] if _in6(a, i, j, k, l, m, n) else zero
+
+
 def _in1(a, i):
     return 0 <= i < a.shape[0]
 
@@ -171,6 +179,14 @@ def _in4(a, i, j, k, l):
     return _in3(a, i, j, k) and 0 <= l < a.shape[3]
 
 
+def _in5(a, i, j, k, l, m):
+    return _in4(a, i, j, k, l) and 0 <= m < a.shape[4]
+
+
+def _in6(a, i, j, k, l, m, n):
+    return _in5(a, i, j, k, l, m) and 0 <= n < a.shape[5]
+
+
 def _apart(a, b):
     """Whether two C-contiguous arrays share no byte (jit/passes/fusion.py's alias test)."""
     a0, b0 = np.uint64(a.ctypes.data), np.uint64(b.ctypes.data)
@@ -179,10 +195,10 @@ def _apart(a, b):
 
 HELPERS = {**_OP_HELPERS, **{f.__name__: f for f in (
     _extreme, _f2i, _f2i64, _f2u64, _clamp,
-    _wrap_int4, _wrap_uint4, _f32_odd, _ld1, _ld2, _ld3, _ld4, _in1, _in2, _in3, _in4,
-    _apart,
+    _wrap_int4, _wrap_uint4, _f32_odd, _ld1, _ld2, _ld3, _ld4, _ld5, _ld6, _in1, _in2, _in3,
+    _in4, _in5, _in6, _apart,
 )}}
-MAX_GUARDED_RANK = 4
+MAX_GUARDED_RANK = 6
 
 
 # ------------------------------------------------------------------ the py tier

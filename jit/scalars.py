@@ -14,8 +14,8 @@ import numpy as np
 
 from tilepy.ir.errors import Loc, LoweringError
 from tilepy.ir.expr import Buffer, Call, Const, Expr, Load, Var
-from tilepy.ir.ops import OPS, Compute, Op, round_values, wrap_int
-from tilepy.ir.types import DType, Scope, compute_dtype
+from tilepy.ir.ops import OPS, Compute, Op, cast_values, round_values, wrap_int
+from tilepy.ir.types import DType, Scope, compute_dtype, float64
 from tilepy.jit.runtime import MAX_GUARDED_RANK, codec_name
 from tilepy.jit.source import Names
 
@@ -69,6 +69,8 @@ class Emitter:
     block_vars: list = field(default_factory=list)  # the current launch's block ids
     notes: set = field(default_factory=set)  # what the loader must know (fast.BLAS_IN_BLOCKS)
     hoisted: set = field(default_factory=set)  # variables the hoist pass bound
+    strict: bool = False  # out-of-range global element accesses are faults (jit/bounds.py)
+    safe: dict = field(default_factory=dict)  # global name -> T.annotate_safe_value's value
 
     # -------------------------------------------------------------- names
 
@@ -241,8 +243,25 @@ class Emitter:
         if r.kind == "array":
             return f"{r.name}[{', '.join(idx)}]" if idx else f"{r.name}[0]"
         self._check_rank(buf)
-        raw = f"_ld{len(idx)}({r.name}, {', '.join(idx)}, {storage_name(buf.dtype)}(0))"
+        raw = f"_ld{len(idx)}({r.name}, {', '.join(idx)}, {self.safe_literal(buf)})"
         return self.decode(raw, buf.dtype)
+
+    def safe_literal(self, buf: Buffer) -> str:
+        """The stored form of what an out-of-range load of global `buf` gives: its
+        `T.annotate_safe_value` rounded to its dtype as a store rounds, else 0."""
+        v, dt = self.safe.get(buf.root.name, 0), buf.dtype
+        if v == 0 and math.copysign(1.0, v) > 0:
+            return f"{storage_name(dt)}(0)"
+        if dt.is_float:
+            x = np.asarray(cast_values(np.asarray(float(v)), float64, dt))
+            if storage_codec(dt) is None:
+                return f"{storage_name(dt)}({_float_literal(float(x))})"
+            bits = x.reshape(1).astype(dt.np_dtype).view(
+                np.uint8 if dt.itemsize == 1 else np.uint16)
+            return f"{storage_name(dt)}({int(bits[0])})"
+        n = int(np.asarray(v).astype(dt.np_dtype))
+        return self.encode(f"{np_name(dt)}({n})", dt) if storage_codec(dt) \
+            else f"{storage_name(dt)}({n})"
 
     def load_unguarded(self, buf: Buffer, idx: list[str]) -> str:
         """buf[idx] for indices known to be inside the buffer."""

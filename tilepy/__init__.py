@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 _ERRORS = ("ArgumentError", "KernelRuntimeError", "LoweringError", "OutOfBoundsError",
            "RaceError", "TilepyError", "TileSyntaxError", "TileTypeError",
-           "UninitializedReadError", "VerifyError")
+           "UninitializedReadError", "VerifyError", "KernelAssertionError", "NotPortableError")
 _NAMES = {  # public name -> (module, attribute)
     **{name: ("tilepy.errors", name) for name in _ERRORS},
     "Kernel": ("tilepy.kernel", "Kernel"),

@@ -15,9 +15,9 @@ from tilepy.errors import TilepyError
 
 DEFAULT = "jit"
 OPTIONS = {  # the options each backend takes
-    "jit": ("fast",),
-    "interp": ("sanitize", "random_order", "seed", "batch", "trace"),
-    "py": ("fast",),
+    "jit": ("fast", "strict"),
+    "interp": ("sanitize", "random_order", "seed", "batch", "trace", "strict", "masked"),
+    "py": ("fast", "strict"),
 }
 BACKENDS = tuple(OPTIONS)
 
@@ -54,7 +54,8 @@ def current() -> tuple[str, dict]:
 @contextlib.contextmanager
 def backend(name: str, **options):
     """Run the kernels called inside this block on backend `name` with `options`
-    (jit, py: fast; interp: sanitize, random_order, seed, batch, trace)."""
+    (jit, py: fast, strict; interp: sanitize, random_order, seed, batch, trace, strict,
+    masked). strict=True: out-of-range global element accesses raise (TILEPY_STRICT=1)."""
     _check_options(_check(name), options)
     token = _current.set((name, options))
     try:
@@ -63,9 +64,16 @@ def backend(name: str, **options):
         _current.reset(token)
 
 
+def _strict_env() -> bool:
+    """TILEPY_STRICT=1: strict mode for every backend unless the block chose."""
+    return os.environ.get("TILEPY_STRICT", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def run(func, arrays: dict, sizes: dict) -> None:
     """Run a PrimFunc on the active backend (arrays are checked and bound already)."""
     name, options = current()
+    if "strict" not in options and _strict_env():
+        options = {**options, "strict": True}
     if name == "interp":  # each backend loads on first use (DESIGN.md, Layers)
         from tilepy.interpreter import run as interp_run
 

@@ -1,7 +1,8 @@
 """The `tilepy` command: inspect and precompile kernels from the shell.
 
 `tilepy ir TARGET [ARGS...]` prints a kernel's IR, `tilepy jit-compile MODULE|FILE.py...`
-fills the JIT's disk cache, `tilepy version` prints versions. A command-line mistake exits
+fills the JIT's disk cache, `tilepy version` prints versions, `tilepy run [--tilelang]
+PROG.py` runs a (TileLang) program on tilepy. A command-line mistake exits
 with status 2 and one line, an error in a kernel with 1. Only loads, parses and prints.
 """
 
@@ -286,6 +287,10 @@ def _parser() -> argparse.ArgumentParser:
     p_val.add_argument("--output", help="the output's dtype when stored as bit patterns")
     p_val.add_argument("--tile", help="BM,BN: tiles named for the worst elements")
     p_val.set_defaults(run=_cmd_validate)
+
+    from tilepy.compat.runner import add_parser  # `tilepy run [--tilelang] PROG.py`
+
+    add_parser(sub)
     return parser
 
 

@@ -45,3 +45,11 @@ class ValidationError(TilepyError):
 class MismatchError(TilepyError, AssertionError):
     """`tilepy.testing.assert_matches`: an output that fails validation (pytest shows the
     report: which elements, by how much, against which bound, which model fits better)."""
+
+
+class KernelAssertionError(TilepyError):
+    """An `assert` in a kernel that failed while the kernel was built."""
+
+
+class NotPortableError(TilepyError):
+    """A GPU feature with no meaning on the CPU reference (TMA, mbarriers, tcgen05...)."""

@@ -17,8 +17,16 @@ import numpy as np
 
 from tilepy.backend import run
 from tilepy.boundary import api_boundary, is_internal
+from tilepy.compat.torch_bridge import from_torch, unpack_int4
 from tilepy.errors import ArgumentError, Loc, TileSyntaxError
-from tilepy.frontend.eager import bind_eager, tensor_param_names, translate_eager
+from tilepy.frontend.annotations import bind_scalars, func_attrs, scalar_size
+from tilepy.frontend.dtypes import as_format
+from tilepy.frontend.eager import (
+    bind_eager,
+    const_values,
+    tensor_param_names,
+    translate_eager,
+)
 from tilepy.frontend.source import environment, read_source
 from tilepy.frontend.surface import TensorSpec
 from tilepy.frontend.translate import Translator
@@ -93,12 +101,13 @@ class Kernel:
 
     @api_boundary
     def __call__(self, *args):
+        args, back = from_torch(args)  # torch tensors in and out (compat/torch_bridge.py)
         arrays, sizes = bind_arguments(self.func, args, _caller_loc())
         run(self.func, arrays, sizes)
         outs = [arrays[self.func.params[i].name] for i in self.out_idx]
         if not outs:
             return None
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return back(outs[0] if len(outs) == 1 else tuple(outs))
 
 
 def _sig(b: Buffer) -> str:
@@ -132,14 +141,18 @@ def eval_index(e: Expr, sizes: dict[str, int]) -> int:
 
 def bind_arguments(func: PrimFunc, args, loc: Loc):
     """Check `args` against the signature; returns (arrays by name, sizes by name)."""
+    sizes: dict[str, int] = {}
+    args = bind_scalars(func, args, sizes, loc)
     inputs = [b for i, b in enumerate(func.params) if i not in func.out_idx]
     if len(args) != len(inputs):
         names = ", ".join(b.name for b in inputs)
         raise ArgumentError(f"{func.name} takes {len(inputs)} array(s) ({names}); got "
                             f"{len(args)}", loc)
-    sizes: dict[str, int] = {}
     arrays: dict[str, np.ndarray] = {}
     for buf, arr in zip(inputs, args):
+        static = buf.static_shape()  # int4 data may come packed in int8 storage
+        if static is not None and buf.name not in written_params(func):
+            arr = unpack_int4(buf.dtype, static, arr)
         arrays[buf.name] = _check_array(func, buf, arr, sizes, loc)
     _bind_derived(func, inputs, args, sizes, loc)
     check_call(func, sizes, eval_index)
@@ -277,18 +290,26 @@ def make_prim_func(fn) -> Kernel:
     src = read_source(fn)
     specs = []
     hints = getattr(fn, "__annotations__", {})
+    scalars = []
     for p in inspect.signature(fn).parameters.values():
         spec = hints.get(p.name)
-        if isinstance(spec, str):
+        if isinstance(spec, str) and as_format(spec) is None:
             spec = eval(spec, environment(fn))  # noqa: S307 - the user's own annotation
+        if as_format(spec) is not None:  # `n: T.int32`: a scalar argument
+            scalars.append((len(specs) + len(scalars), p.name, scalar_size(
+                p.name, spec, src.loc(src.fn_def))))
+            continue
         if not isinstance(spec, TensorSpec):
             raise TileSyntaxError(f"parameter {p.name!r} of {fn.__name__} needs a "
                                   "T.Tensor(shape, dtype) annotation", src.loc(src.fn_def))
         specs.append((p.name, spec, src.loc(src.fn_def)))
     tr = Translator(src, environment(fn), eager=False)
+    for _, name, size in scalars:
+        tr.bind(name, tr.size_expr(size, src.loc(src.fn_def)))
     body = tr.function(fn.__name__, specs)
     return Kernel(PrimFunc(fn.__name__, tuple(tr.params), tuple(tr.sizes.values()), body,
-                           (), src.loc(src.fn_def)))
+                           (), src.loc(src.fn_def), **func_attrs(tr),
+                           scalars=tuple((i, tr.sizes[n].name) for i, n, _ in scalars)))
 
 
 def jit(fn=None, *, out_idx=None, **_options):
@@ -361,8 +382,10 @@ class JitFunction:
 
     def _eager_kernel(self, args, kwargs):
         key, static, arrays = bind_eager(self.fn, args, kwargs)
+        consts = const_values(self.fn, static, arrays)  # T.const sizes: one kernel each
+        key = (key, tuple(sorted(consts.items())))
         if key not in self._cache:
-            self._cache[key] = Kernel(translate_eager(self.fn, static))
+            self._cache[key] = Kernel(translate_eager(self.fn, static, consts))
         return self._cache[key], arrays
 
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from tilepy.boundary import api_boundary
+from tilepy.frontend.annotations import HINTS as _HINTS
+from tilepy.frontend.dtypes import dtype
+from tilepy.frontend.extras import NOT_PORTABLE as _NOT_PORTABLE
 from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec  # noqa: F401
 from tilepy.ir.ops import SURFACE
 from tilepy.kernel import make_prim_func as _make_prim_func
-from tilepy.precision.formats import FORMATS, Format, get_format
+from tilepy.precision.formats import FORMATS, get_format
 
 
 def _ceildiv(a, b):
@@ -58,18 +61,20 @@ def macro(fn):
     return fn
 
 
-# dtypes, under ml_dtypes' names and TileLang's short ones
-for _name, _fmt in FORMATS.items():
-    globals()[_name] = _fmt
-float8_e4m3 = FORMATS["float8_e4m3fn"]
-float4_e2m1 = FORMATS["float4_e2m1fn"]
-float8_e8m0 = FORMATS["float8_e8m0fnu"]
-bf16 = FORMATS["bfloat16"]
-fp16 = FORMATS["float16"]
-fp32 = FORMATS["float32"]
-int_ = FORMATS["int32"]
-float_ = FORMATS["float32"]
-dtype = Format
+# dtypes, under ml_dtypes' names and TileLang's short ones: strings ("float32" == T.float32)
+for _name in FORMATS:
+    globals()[_name] = dtype(_name)
+float8_e4m3 = dtype("float8_e4m3fn")
+float4_e2m1 = dtype("float4_e2m1fn")
+float8_e8m0 = dtype("float8_e8m0fnu")
+bf16 = dtype("bfloat16")
+fp16 = dtype("float16")
+fp32 = dtype("float32")
+int_ = dtype("int32")
+float_ = dtype("float32")
+globals()["float"] = dtype("float32")  # TileLang's T.float, T.int, T.bool
+globals()["int"] = dtype("int32")
+globals()["bool"] = dtype("bool")
 
 
 def _builtins(names: str, python: dict[str, Callable[..., Any]] | None = None) -> None:
@@ -85,5 +90,37 @@ _builtins("copy gemm clear fill reduce_sum reduce_max reduce_min reduce_abssum r
 _builtins("cumsum atomic_add print")
 # scalar ops: every surface name of the op table (ir/ops.py), and two that build other ops
 _builtins(" ".join(SURFACE) + " infinity ceildiv", {"ceildiv": _ceildiv})
+
+# annotations: safe values of global buffers, and hardware-only hints (recorded, not run)
+_builtins("annotate_safe_value " + " ".join(_HINTS))
+
+# other spellings of tilepy's names, and GPU-only features (refused: not portable)
+_builtins("clamp Cast alloc_buffer atomic_addx2 atomic_addx4 reshape view alloc_global "
+          "im2col c2d_im2col gemm_v1 gemm_v2 "
+          + " ".join(_NOT_PORTABLE))
+parallel = globals()["Parallel"]
+SharedBuffer = FragmentBuffer = LocalBuffer = Tensor  # annotations of @T.macro parameters
+
+
+class GemmWarpPolicy:
+    """TileLang's warp partition of a gemm: a GPU schedule choice, accepted and ignored."""
+
+    Square, FullRow, FullCol = 0, 1, 2
+
+
+class Layout:
+    """A memory layout (`T.annotate_layout`): recorded as text, never applied."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+Fragment = Layout
+
+
+def make_swizzled_layout(buffer, *args, **kwargs) -> Layout:
+    """TileLang's swizzled shared-memory layout: a hint with no CPU meaning."""
+    return Layout(buffer, *args, **kwargs)
+
 
 __all__ = [n for n in list(globals()) if not n.startswith("_")]  # noqa: PLE0605

@@ -35,9 +35,11 @@ def _check(e: TilepyError, factory, line_text: str, *pieces: str) -> None:
 
 @pytest.mark.parametrize("batch", [True, False])
 def test_unguarded_edge_load_names_block_buffer_index_line(batch):
+    # strict mode: a global element outside its buffer raises (by default it is masked:
+    # tests/interpreter/test_masking.py)
     x = np.arange(100, dtype=np.float32)
     e = _raises(K.oob_load(100, 32), dict(X=x, Y=np.zeros_like(x)), OutOfBoundsError,
-                batch=batch)
+                batch=batch, strict=True)
     _check(e, K.oob_load, "planted: no edge guard", "block 3", "X[100]", "got 100",
            "shape (100,)")
 
@@ -87,7 +89,8 @@ def test_sanitize_false_skips_uninit_and_race_but_not_bounds():
     assert y4.tolist() == [12, 13, 14, 15]  # the last block's write wins, as in block order
     with pytest.raises(OutOfBoundsError):
         run(K.oob_load(100, 32).func, dict(X=np.zeros(100, np.float32),
-                                           Y=np.zeros(100, np.float32)), {}, sanitize=False)
+                                           Y=np.zeros(100, np.float32)), {}, sanitize=False,
+            strict=True)
 
 
 def test_correct_programs_leave_no_false_alarm():

@@ -160,7 +160,7 @@ def test_tile_ops_under_a_block_varying_branch(seed):
             assert same(r[b], np.full(bn, b, np.float32))
 
 
-def test_public_kernel_call_runs_here_with_backend_options():
+def test_public_kernel_call_runs_here_with_backend_options(monkeypatch):
     import tilepy
 
     k = cached(K.affine)(1000, 128, "float32", 2.0, 1.0)
@@ -169,8 +169,15 @@ def test_public_kernel_call_runs_here_with_backend_options():
     with tilepy.backend("interp", batch=False, sanitize=True):
         k(x, y)
     assert same(y, x * np.float32(2) + np.float32(1))
+    oob = K.oob_load(100, 32)
+    with pytest.raises(OutOfBoundsError), tilepy.backend("interp", strict=True):
+        oob(np.zeros(100, np.float32), np.zeros(100, np.float32))
+    monkeypatch.setenv("TILEPY_STRICT", "1")
     with pytest.raises(OutOfBoundsError), tilepy.backend("interp"):
-        K.oob_load(100, 32)(np.zeros(100, np.float32), np.zeros(100, np.float32))
+        oob(np.zeros(100, np.float32), np.zeros(100, np.float32))
+    with tilepy.backend("interp", strict=False):  # the block's choice beats the variable
+        oob(x[:100].copy(), y[:100])
+    assert same(y[:100], x[:100] * np.float32(2))
 
 
 def test_a_missing_array_is_an_argument_error():

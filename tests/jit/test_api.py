@@ -92,8 +92,8 @@ def test_numba_failure_becomes_a_lowering_error(monkeypatch):
 
     real = comp.lower
 
-    def broken(func, fast=False, fuse=None):
-        low = real(func, fast=fast, fuse=fuse)
+    def broken(func, fast=False, fuse=None, **options):
+        low = real(func, fast=fast, fuse=fuse, **options)
         return type(low)(low.source.replace("np.int64(", "np.int64(None + "), low.entry,
                          low.args, low.codecs, low.blocks)
 
@@ -330,10 +330,11 @@ def test_backend_options_are_checked_against_the_backend():
     with pytest.raises(TilepyError) as e:
         with tilepy.backend("jit", sanitize=False):
             pass
-    assert "tilepy.backend('jit') takes the options fast; got 'sanitize'" in str(e.value)
+    assert "tilepy.backend('jit') takes the options fast, strict; got 'sanitize'" in str(
+        e.value)
     assert e.value.hint == "'sanitize' is an option of tilepy.backend('interp')"
     with pytest.raises(TilepyError, match="takes the options sanitize, random_order, seed, "
-                       "batch, trace; got 'fast'"):
+                       "batch, trace, strict, masked; got 'fast'"):
         with tilepy.backend("interp", fast=True):
             pass
     with pytest.raises(TilepyError, match="unknown backend: expected one of jit, interp, "

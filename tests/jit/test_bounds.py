@@ -1,7 +1,9 @@
 """Bounds checks in the JIT: an out-of-range index of a shared / fragment / local buffer,
-or an element load, store or atomic add outside a global array, raises as the interpreter
-does (block, buffer, index, shape, the user's line, the hint), in both tiers; local accesses
-the analysis proves in range carry no check; global edge tiles of tile ops are clipped."""
+or (strict mode) an element load, store or atomic add outside a global array, raises as the
+interpreter does (block, buffer, index, shape, the user's line, the hint), in both tiers;
+by default global element accesses outside give the safe value / are skipped, bit for bit
+as in the interpreter; local accesses the analysis proves in range carry no check; global
+edge tiles of tile ops are clipped."""
 
 from __future__ import annotations
 
@@ -123,9 +125,9 @@ def test_out_of_range_local_index_raises_at_the_users_line(case, tier):
     kernel, marker, arrays = cached(CASES[case])()
     func = kernel.func
     with pytest.raises(OutOfBoundsError) as want:
-        interp_run(func, {k: v.copy() for k, v in arrays.items()}, {})
+        interp_run(func, {k: v.copy() for k, v in arrays.items()}, {}, strict=True)
     with pytest.raises(CompiledBoundsError) as got:
-        jit.run(func, {k: v.copy() for k, v in arrays.items()}, {}, tier=tier)
+        jit.run(func, {k: v.copy() for k, v in arrays.items()}, {}, tier=tier, strict=True)
     err = got.value
     assert isinstance(err, TilepyError)
     assert err.loc.line == _line(marker)
@@ -134,6 +136,28 @@ def test_out_of_range_local_index_raises_at_the_users_line(case, tier):
     assert _first_line(err) == _first_line(want.value)
     assert err.hint == want.value.hint
     assert not any(f in str(err) for f in ("jit/bounds.py", "jit/faults.py", "_ck"))
+
+
+@pytest.mark.parametrize("case", ["global_load", "global_store", "global_atomic"])
+def test_out_of_range_global_elements_are_masked_by_default(case):
+    kernel, _, arrays = cached(CASES[case])()
+    a, b = both(kernel.func, arrays, {}, tier="py")  # numba: tests/jit/test_masking.py
+    for name in a:
+        assert_same_bits(a[name], b[name], name)
+    if case == "global_load":  # X[64] reads 0: the last element doubles nothing
+        assert a["Y"][63] == 0 and a["Y"][62] == 2 * 63
+    elif case == "global_store":  # the store to Y[bx, 16] is skipped, the rest land
+        assert (a["Y"] == 1).sum() == 4 * 15
+    else:  # the add at H[-1] is skipped
+        assert a["H"].sum() == 63
+
+
+@pytest.mark.parametrize("case", ["parallel", "copy", "gemm"])
+def test_block_local_accesses_outside_raise_even_when_not_strict(case):
+    kernel, marker, arrays = cached(CASES[case])()
+    with pytest.raises(CompiledBoundsError) as got:
+        jit.run(kernel.func, {k: v.copy() for k, v in arrays.items()}, {}, tier="py")
+    assert got.value.loc.line == _line(marker)
 
 
 def proven():

@@ -1,7 +1,8 @@
 """Loop versioning of global bounds checks (jit/versioning.py): a T.Parallel nest whose
 global indices can be bounded runs unchecked when the bounds lie inside the arrays, and
-checked otherwise; either way the bits equal the interpreter's and every out-of-range
-access raises as the interpreter does."""
+checked (strict mode) or masked (the default, TileLang's rule) otherwise; either way the
+bits equal the interpreter's, and in strict mode every out-of-range access raises as the
+interpreter does."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def _arrays(m, n, p=None):
 
 
 def test_bounded_accesses_are_unchecked_in_one_copy_and_data_dependent_ones_never():
-    src = jit.source(bias_rows().func)
+    src = jit.source(bias_rows().func, strict=True)
     fast, slow = _nests(src)
     # the unchecked copy checks only X[P[i], ...], whose row is data; P[i] is bounded
     assert fast.count("_gld") == 1 and "_gld2(_flt6, _blk3, 0, X, P[np.uint64(i)], " in fast
@@ -76,9 +77,11 @@ def test_a_data_index_outside_raises_from_the_unchecked_copy_too():
     p[3] = m  # X[16, ...]: the block's bounded accesses are in range, this one is not
     arrays = _arrays(m, n, p)
     with pytest.raises(OutOfBoundsError) as want:
-        interp_run(bias_rows().func, {k: v.copy() for k, v in arrays.items()}, {"m": m, "n": n})
+        interp_run(bias_rows().func, {k: v.copy() for k, v in arrays.items()}, {"m": m, "n": n},
+                   strict=True)
     with pytest.raises(CompiledBoundsError) as got:
-        jit.run(bias_rows().func, {k: v.copy() for k, v in arrays.items()}, {"m": m, "n": n})
+        jit.run(bias_rows().func, {k: v.copy() for k, v in arrays.items()}, {"m": m, "n": n},
+                strict=True)
     assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
 
 
@@ -103,11 +106,12 @@ def test_an_affine_index_outside_takes_the_checked_copy_and_raises():
     assert_same_bits(a["Y"], b["Y"], "Y, s = 0")
     arrays = dict(X=x, Y=np.zeros(n, np.float32), S=np.array([1], np.int32))
     with pytest.raises(OutOfBoundsError) as want:
-        interp_run(shifted().func, {k: v.copy() for k, v in arrays.items()}, {"n": n})
+        interp_run(shifted().func, {k: v.copy() for k, v in arrays.items()}, {"n": n},
+                   strict=True)
     for tier in ("numba", "py"):
         with pytest.raises(CompiledBoundsError) as got:
             jit.run(shifted().func, {k: v.copy() for k, v in arrays.items()}, {"n": n},
-                    tier=tier)
+                    tier=tier, strict=True)
         assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
         assert "block 2: out-of-bounds read of X[96]" in str(got.value)
 
@@ -127,13 +131,13 @@ def test_an_index_that_wraps_in_its_dtype_is_never_unchecked():
     # in int64 the indices are 100..163, inside X; as int8 they wrap to -128..-93, which
     # an unchecked load would read from X's end. The nest's test sees the int8 range.
     func = narrow_index().func
-    src = jit.source(func)
+    src = jit.source(func, strict=True)
     assert "<= 127" in src.split("# every bounded global index")[0]  # the int8 range
     x = np.arange(256, dtype=np.float32)
     with pytest.raises(OutOfBoundsError) as want:
-        interp_run(func, dict(X=x, Y=np.zeros(64, np.float32)), {})
+        interp_run(func, dict(X=x, Y=np.zeros(64, np.float32)), {}, strict=True)
     with pytest.raises(CompiledBoundsError) as got:
-        jit.run(func, dict(X=x, Y=np.zeros(64, np.float32)), {})
+        jit.run(func, dict(X=x, Y=np.zeros(64, np.float32)), {}, strict=True)
     assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
     assert "X[-128]" in str(got.value)
 
@@ -156,7 +160,7 @@ def guarded_shift():
 
 @pytest.mark.parametrize("n, m", [(64, 64), (40, 64), (100, 96)])
 def test_an_if_on_the_index_bounds_the_access_under_it(n, m):
-    src = jit.source(guarded_shift().func)
+    src = jit.source(guarded_shift().func, strict=True)
     fast, slow = _nests(src)
     # X[g] is inside X wherever the `if` lets it run; X[i % 5] lies in [0, 4]
     assert "_gld" not in fast and "_gin" not in fast
@@ -173,10 +177,10 @@ def test_an_if_bounded_access_with_too_small_an_array_still_raises():
     arrays = dict(X=np.arange(3, dtype=np.float32), Y=np.zeros(64, np.float32))
     with pytest.raises(OutOfBoundsError) as want:
         interp_run(guarded_shift().func, {k: v.copy() for k, v in arrays.items()},
-                   {"n": 3, "m": 64})
+                   {"n": 3, "m": 64}, strict=True)
     with pytest.raises(CompiledBoundsError) as got:
         jit.run(guarded_shift().func, {k: v.copy() for k, v in arrays.items()},
-                {"n": 3, "m": 64})
+                {"n": 3, "m": 64}, strict=True)
     assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
 
 
@@ -219,11 +223,15 @@ def test_any_offset_gives_the_interpreters_bits_or_its_error(k, guarded, n, bloc
     a = {key: v.copy() for key, v in arrays.items()}
     b = {key: v.copy() for key, v in arrays.items()}
     try:
-        interp_run(func, a, {"n": n, "m": m})
+        interp_run(func, a, {"n": n, "m": m}, strict=True)
     except OutOfBoundsError as want:
         with pytest.raises(CompiledBoundsError) as got:
-            jit.run(func, b, {"n": n, "m": m})
+            jit.run(func, b, {"n": n, "m": m}, strict=True)
         assert str(got.value).splitlines()[0] == str(want).splitlines()[0]
-        return
-    jit.run(func, b, {"n": n, "m": m})
-    assert_same_bits(a["Y"], b["Y"], f"k={k} guarded={guarded} n={n} off={off}")
+    else:
+        jit.run(func, b, {"n": n, "m": m}, strict=True)
+        assert_same_bits(a["Y"], b["Y"], f"k={k} guarded={guarded} n={n} off={off}")
+    # by default (TileLang's rule) every offset runs, with the interpreter's bits (the py
+    # tier runs the same generated source as Numba, without a second compile per program)
+    a, b = both(func, arrays, {"n": n, "m": m}, tier="py")
+    assert_same_bits(a["Y"], b["Y"], f"masked: k={k} guarded={guarded} n={n} off={off}")

@@ -11,6 +11,7 @@ import ast
 import inspect
 
 from tilepy.errors import ArgumentError, TileSyntaxError
+from tilepy.frontend.annotations import func_attrs
 from tilepy.frontend.source import environment, read_source
 from tilepy.frontend.translate import Translator
 from tilepy.ir.expr import Buffer
@@ -42,13 +43,38 @@ def bind_eager(fn, args, kwargs) -> tuple[tuple, dict, list]:
     return key, static, [bound.arguments[name] for name in tensors]
 
 
-def translate_eager(fn, static: dict) -> PrimFunc:
-    """The PrimFunc of eager kernel `fn` for the build-time values `static`: its declared
-    tensors first, then the tensors it returns (its `out_idx`)."""
+def const_values(fn, static: dict, arrays: list) -> dict[str, int]:
+    """The `T.const` sizes the call's arrays give: a size named bare in a declared tensor's
+    shape (`A: T.Tensor((M, K), dt)`) takes that dimension of the argument. Each distinct
+    set of values builds its own kernel, so the sizes are compile-time constants there."""
+    fn_def = read_source(fn).fn_def
+    tensors = [p for p in inspect.signature(fn).parameters if p not in static]
+    given = dict(zip(tensors, arrays))
+    out: dict[str, int] = {}
+    for st in fn_def.body:
+        if not (isinstance(st, ast.AnnAssign) and st.value is None
+                and isinstance(st.target, ast.Name) and st.target.id in given
+                and isinstance(st.annotation, ast.Call) and st.annotation.args
+                and isinstance(st.annotation.args[0], (ast.Tuple, ast.List))):
+            continue
+        shape = getattr(given[st.target.id], "shape", None)
+        if shape is None:
+            continue
+        for d, dim in enumerate(st.annotation.args[0].elts):
+            if isinstance(dim, ast.Name) and d < len(shape) and dim.id not in out:
+                out[dim.id] = int(shape[d])
+    return out
+
+
+def translate_eager(fn, static: dict, consts: dict | None = None) -> PrimFunc:
+    """The PrimFunc of eager kernel `fn` for the build-time values `static` and the
+    `T.const` sizes `consts`: its declared tensors first, then the tensors it returns
+    (its `out_idx`)."""
     src = read_source(fn)
     tensors = [p for p in inspect.signature(fn).parameters if p not in static]
     tr = Translator(src, environment(fn), eager=True)
     tr.eager_params = set(tensors)
+    tr.const_values = dict(consts or {})
     for name, value in static.items():
         tr.bind(name, value)
     body = tr.function(fn.__name__, [])
@@ -63,7 +89,7 @@ def translate_eager(fn, static: dict) -> PrimFunc:
     params = tuple(inputs) + tuple(outputs)
     out_idx = tuple(range(len(inputs), len(params)))
     return PrimFunc(fn.__name__, params, tuple(tr.sizes.values()), body, out_idx,
-                    src.loc(src.fn_def))
+                    src.loc(src.fn_def), **func_attrs(tr))
 
 
 def _returned_outputs(returned, outputs: list[Buffer]) -> list[Buffer]:

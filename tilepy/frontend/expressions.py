@@ -12,6 +12,7 @@ import operator
 
 from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import exprs
+from tilepy.frontend.dtypes import as_format
 from tilepy.frontend.macro import inline_macro
 from tilepy.frontend.surface import SizeExpr, SymbolicSize
 from tilepy.frontend.values import DataRef, StartPoint, describe
@@ -19,7 +20,6 @@ from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import Op
 from tilepy.ir.printer import format_expr
 from tilepy.ir.types import Scope, int32
-from tilepy.precision.formats import Format
 
 _BINOPS = {
     ast.Add: (Op.ADD, operator.add), ast.Sub: (Op.SUB, operator.sub),
@@ -34,6 +34,10 @@ _CMPOPS = {
     ast.Lt: (Op.LT, operator.lt), ast.LtE: (Op.LE, operator.le),
     ast.Gt: (Op.GT, operator.gt), ast.GtE: (Op.GE, operator.ge),
 }
+
+
+_IDENTITY = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
+             ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 
 
 class ExpressionMixin:
@@ -127,6 +131,11 @@ class ExpressionMixin:
         result = None
         for cmp, right_node in zip(node.ops, node.comparators):
             right = self.expr(right_node)
+            if type(cmp) in _IDENTITY:  # on the build-time objects, as Python (and TileLang)
+                part = _IDENTITY[type(cmp)](left, right)
+                result = part if result is None else self._and(result, part, loc)
+                left = right
+                continue
             if type(cmp) not in _CMPOPS:
                 raise TileSyntaxError(f"the comparison {type(cmp).__name__} is not supported "
                                       "in a kernel", loc)
@@ -239,7 +248,8 @@ class ExpressionMixin:
         handled, result = self.call_builtin(fn, node, loc)
         if handled:
             return result
-        if isinstance(fn, Format):
+        if as_format(fn) is not None:  # T.float32(x): a cast
+            fn = as_format(fn)
             (arg,) = [self.expr(a) for a in node.args]
             return exprs.cast(exprs.to_ir(arg, loc, like=fn), fn, loc)
         args = [self.expr(a) for a in node.args]

@@ -129,7 +129,40 @@ def simplify_sub(b: Expr, a: Expr, loc: Loc) -> Expr:
             return x
     if a == b:
         return Const(0, a.dtype)
+    la, lb = _linear(a), _linear(b)
+    if la is not None and lb is not None:  # `(bx + 1) * m - bx * m` is m
+        diff = dict(lb)
+        for k, v in la.items():
+            diff[k] = diff.get(k, 0) - v
+        if all(v == 0 for k, v in diff.items() if k is not None):
+            return Const(diff.get(None, 0), b.dtype)
     return call(Op.SUB, [b, a], loc)
+
+
+def _linear(e: Expr) -> dict | None:
+    """e as {term: integer coefficient} (None: the constant term) when it is a sum of
+    integer constants times terms; None when it is not (a product of two terms...)."""
+    if isinstance(e, Const):
+        return {None: int(e.value)} if e.dtype.is_int else None
+    if not isinstance(e, Call) or e.op not in (Op.ADD, Op.SUB, Op.MUL, Op.NEG):
+        return {e: 1}
+    parts = [_linear(x) for x in e.args]
+    if any(p is None for p in parts):
+        return None
+    if e.op is Op.NEG:
+        return {k: -v for k, v in parts[0].items()}
+    if e.op is Op.MUL:
+        const = [p for p in parts if set(p) == {None}]
+        if not const:
+            return {e: 1}
+        k = const[0][None]
+        other = parts[1] if const[0] is parts[0] else parts[0]
+        return {t: v * k for t, v in other.items()}
+    sign = 1 if e.op is Op.ADD else -1
+    out = dict(parts[0])
+    for t, v in parts[1].items():
+        out[t] = out.get(t, 0) + sign * v
+    return out
 
 
 def index_expr(v, loc: Loc) -> Expr:

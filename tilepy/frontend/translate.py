@@ -11,8 +11,9 @@ import ast
 import builtins as py
 import copy
 
-from tilepy.errors import NOLOC, Loc, TileSyntaxError, TileTypeError
+from tilepy.errors import NOLOC, KernelAssertionError, Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import builtins, exprs
+from tilepy.frontend.dtypes import as_format
 from tilepy.frontend.expressions import ExpressionMixin
 from tilepy.frontend.macro import Return
 from tilepy.frontend.source import Source
@@ -25,8 +26,9 @@ from tilepy.ir.ops import Op
 from tilepy.ir.types import Scope, bool_, float32, int32
 from tilepy.precision.formats import Format
 
-_LOOPS = {"Parallel": S.ForKind.PARALLEL, "Pipelined": S.ForKind.PIPELINED,
-          "serial": S.ForKind.SERIAL, "unroll": S.ForKind.UNROLLED}
+_LOOPS = {"Parallel": S.ForKind.PARALLEL, "parallel": S.ForKind.PARALLEL,
+          "Pipelined": S.ForKind.PIPELINED, "serial": S.ForKind.SERIAL,
+          "unroll": S.ForKind.UNROLLED}
 _PY_CASTS = {py.int: int32, py.float: float32, py.bool: bool_}  # int(x) etc. on IR values
 
 
@@ -167,6 +169,25 @@ class Translator(ExpressionMixin):
         if isinstance(node.value, ast.Constant):  # a docstring or a bare literal
             return
         self.expr(node.value)
+
+    def _s_Assert(self, node):
+        """`assert cond, msg` on build-time values is checked now; on runtime values the
+        kernel cannot stop one block, so it is refused with what to do instead."""
+        loc = self.loc(node)
+        cond = self.expr(node.test)
+        if exprs.is_ir(cond):
+            raise TileSyntaxError(
+                "assert on a runtime value: expected a condition known when the kernel is "
+                "built; got one that depends on the data or the block", loc,
+                hint="check sizes and arguments outside the kernel, or guard the access "
+                     "with an `if` (out-of-range global accesses are masked anyway)")
+        if not cond:
+            msg = self.expr(node.msg) if node.msg is not None else None
+            raise KernelAssertionError(
+                "assertion failed while building the kernel"
+                + (f": {msg}" if msg is not None else ""), loc,
+                hint="the kernel's build-time arguments (sizes, tiles, dtypes) do not meet "
+                     "its assert")
 
     def _s_Return(self, node):
         raise Return(None if node.value is None else self.value(node.value))
@@ -364,7 +385,7 @@ class Translator(ExpressionMixin):
             dt = self.expr(annotation)
         except (TileSyntaxError, TileTypeError):  # not a value the kernel knows: no dtype
             return None
-        return dt if isinstance(dt, Format) else None
+        return as_format(dt)
 
     def declare_var(self, name: str, dt: Format, init, loc: Loc) -> None:
         self.pending_name = name
@@ -459,7 +480,9 @@ class Translator(ExpressionMixin):
         args = [self.expr(a) for a in value_node.args]
         if fn.name == "const":
             names = [n.strip() for n in str(args[0]).split(",") if n.strip()]
-            sizes = [self.size_expr(SymbolicSize(n), loc) for n in names]
+            known = getattr(self, "const_values", {})  # bound from the call's arrays
+            sizes = [known[n] if n in known else self.size_expr(SymbolicSize(n), loc)
+                     for n in names]
             self.assign_target(target, sizes[0] if len(sizes) == 1 else tuple(sizes), loc)
             return True
         if not isinstance(target, ast.Name):

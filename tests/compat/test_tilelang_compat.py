@@ -1,0 +1,228 @@
+"""TileLang compatibility mode: `import tilelang` / `tvm` resolve to tilepy's stand-ins only
+when asked (never over a real TileLang unless forced); programs written in TileLang's idiom
+run through them with numpy or torch data, bit-identical on the interpreter and the JIT."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tilepy
+from tilepy import compat
+
+
+@pytest.fixture
+def tl():
+    assert compat.install()
+    import tilelang
+
+    yield tilelang
+    compat.uninstall()
+
+
+def test_install_aliases_tilelang_and_tvm_and_uninstall_removes_them(tl):
+    import tilelang.language as T
+    import tvm
+    from tilelang.tileop.base import GemmWarpPolicy
+
+    import tilepy.language
+
+    assert T.Kernel is tilepy.language.Kernel and T.float32 == "float32"
+    assert tl.cdiv(7, 2) == 4 and tl.math.next_power_of_2(33) == 64
+    assert tl.PassConfigKey.TL_DISABLE_TMA_LOWER == "TL_DISABLE_TMA_LOWER"
+    assert GemmWarpPolicy.FullRow == T.GemmWarpPolicy.FullRow
+    assert T.fp8 is not None and tl.language.fp8.determine_fp8_type("e5m2") == "float8_e5m2"
+    assert tvm.tir.Select is T.if_then_else
+    assert tvm.DataType("float16").bits == 16 and tl.tvm is tvm
+    assert str(tvm.te.var("m")) == str(T.dynamic("m"))
+    assert isinstance(tl.layout.make_mma_swizzle_layout(None), T.Layout)
+    compat.uninstall()
+    assert "tilelang" not in sys.modules
+    with pytest.raises(ImportError):
+        import tilelang  # noqa: F401
+
+
+def test_a_real_tilelang_is_not_shadowed_unless_forced(tmp_path, monkeypatch):
+    (tmp_path / "tilelang").mkdir()
+    (tmp_path / "tilelang" / "__init__.py").write_text("REAL = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert compat.real_tilelang_installed()
+    assert compat.install() is False
+    import tilelang
+
+    assert tilelang.REAL
+    assert compat.install(force=True) is True
+    try:
+        import tilelang as stand_in
+
+        assert not hasattr(stand_in, "REAL") and stand_in.cdiv(3, 2) == 2
+    finally:
+        compat.uninstall()
+
+
+PROGRAM = '''
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit(out_idx=[-1], target="cuda", pass_configs={
+    tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True})
+def scaled_rows(M, N, block_M, block_N, dtype=T.float32, accum_dtype=T.float):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            T.use_swizzle(panel_size=8)
+            row = T.alloc_fragment((block_M,), accum_dtype)
+            t = T.alloc_shared((block_M, block_N), dtype)
+            T.copy(X[bx * block_M, 0], t)
+            T.reduce_absmax(t, row, dim=1)
+            for i, j in T.Parallel(block_M, block_N):
+                Y[bx * block_M + i, j] = t[i, j] / T.max(row[i], 1e-6)
+    return main
+'''
+
+
+def _program(tmp_path, name="prog_rows"):
+    path = tmp_path / f"{name}.py"
+    path.write_text(PROGRAM)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        __import__(name)
+    finally:
+        sys.path.remove(str(tmp_path))
+    return sys.modules.pop(name)
+
+
+def test_a_tilelang_idiom_program_runs_with_numpy_bit_identically(tl, tmp_path):
+    mod = _program(tmp_path)
+    k = mod.scaled_rows(40, 16, 16, 16)
+    assert isinstance(k, tl.JITKernel) and "def main" in k.get_kernel_source()
+    assert "# hint: T.use_swizzle(panel_size=8)" in str(k.get_tir())
+    x = np.random.default_rng(1).standard_normal((40, 16)).astype(np.float32)
+    with tilepy.backend("interp"):
+        a = k(x)
+    with tilepy.backend("py"):
+        b = k(x)
+    want = x / np.maximum(np.abs(x).max(axis=1, keepdims=True), np.float32(1e-6))
+    assert a.view(np.uint32).tolist() == b.view(np.uint32).tolist()
+    assert np.array_equal(a, want)
+
+
+def test_profiler_autotuner_and_testing_helpers(tl):
+    import tilelang.language as T
+    import tilelang.testing
+    from tilelang.autotuner import AutoTuner
+
+    def add_one(N, block=None):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block)) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] + 1.0
+        return main
+
+    tilelang.testing.set_random_seed(0)
+    with tilepy.backend("interp"):
+        k = tl.compile(add_one(24, 8), out_idx=[-1])
+        prof = k.get_profiler(tl.TensorSupplyType.Integer)
+        prof.assert_allclose(lambda x: x + 1, atol=0, rtol=0)
+        with pytest.raises(AssertionError, match="elements differ"):
+            prof.assert_allclose(lambda x: x + 2, atol=0, rtol=0)
+        assert prof.do_bench() > 0
+        res = AutoTuner.from_kernel(kernel=lambda block=None: add_one(24, block), configs=[
+            {"block": 16}, {"block": 4}]).set_compile_args(out_idx=[-1]).set_profile_args(
+            ref_prog=lambda x: x + 1).run(warmup=1, rep=1)
+    assert res.config == {"block": 16} and res.latency > 0
+    assert "T.Kernel(2" in str(res.kernel.ir)
+
+    @tl.autotune(configs=[{"block": 8}, {"block": 4}])
+    @tl.jit(out_idx=[-1])
+    def tuned(N, block=None):
+        return add_one(N, block)
+
+    k8, k4 = tuned(24), tuned(24, block=4)
+    assert k8.config == {"block": 8} and "T.Kernel(3" in str(k8.ir)
+    assert k4.config == {} and "T.Kernel(6" in str(k4.ir)
+
+
+def test_torch_tensors_in_and_out_share_memory(tl):
+    torch = pytest.importorskip("torch")
+    import tilelang.language as T
+
+    @T.prim_func
+    def halve(X: T.Tensor((8,), T.bfloat16), Y: T.Tensor((8,), T.bfloat16)):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(8):
+                Y[i] = X[i] * 0.5
+
+    x = torch.arange(8, dtype=torch.bfloat16)
+    y = torch.zeros(8, dtype=torch.bfloat16)
+    with tilepy.backend("interp"):
+        halve(x, y)  # written in place through the shared storage
+    assert torch.equal(y, x * 0.5)
+    k = tl.compile(halve, out_idx=[-1])
+    with tilepy.backend("interp"):
+        out = k(x)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16
+    assert torch.equal(out, x * 0.5)
+
+
+CLI_PROGRAM = textwrap.dedent('''
+    import torch
+    import tilelang
+    import tilelang.language as T
+
+    def add(M, N, block):
+        @T.prim_func
+        def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"),
+                 C: T.Tensor((M, N), "float32")):
+            with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block)) as (bx, by):
+                for i, j in T.Parallel(block, block):
+                    C[by * block + i, bx * block + j] = A[by * block + i, bx * block + j] + \\
+                        B[by * block + i, bx * block + j]
+        return main
+
+    a = torch.randn(30, 50, device="cuda")
+    b = torch.randn(30, 50).cuda()
+    k = tilelang.compile(add(30, 50, 16), out_idx=-1)
+    torch.testing.assert_close(k(a, b), a + b)
+    print("checked", a.device)
+''')
+
+
+def test_tilepy_run_tilelang_runs_an_unchanged_cuda_program(tmp_path):
+    pytest.importorskip("torch")
+    prog = tmp_path / "cuda_prog.py"
+    prog.write_text(CLI_PROGRAM)
+    env = {**os.environ, "TILEPY_QUIET": "1"}
+    run = [sys.executable, "-m", "tilepy.cli", "run", "--tilelang", "--backend", "interp"]
+    ok = subprocess.run(run + ["--cuda-to-cpu", str(prog)], capture_output=True, text=True,
+                        timeout=120, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == "checked cpu"
+
+
+def test_cuda_mapping_is_opt_in(tl):
+    torch = pytest.importorskip("torch")
+    cuda = torch.Tensor.cuda
+    compat.install()  # no cuda_to_cpu: torch untouched
+    assert torch.Tensor.cuda is cuda
+
+
+def test_int4_data_may_come_packed_in_int8_storage():
+    import tilepy.language as T
+
+    @T.prim_func
+    def widen(Q: T.Tensor((2, 4), "int4"), Y: T.Tensor((2, 4), "int32")):
+        with T.Kernel(1) as _:
+            for i, j in T.Parallel(2, 4):
+                Y[i, j] = T.cast(Q[i, j], "int32")
+
+    packed = np.array([[0x21, 0x8F], [0x7E, 0x09]], dtype=np.uint8).view(np.int8)
+    y = np.zeros((2, 4), np.int32)
+    with tilepy.backend("interp"):
+        widen(packed, y)
+    assert y.tolist() == [[1, 2, -1, -8], [-2, 7, 9 - 16, 0]]

@@ -1,0 +1,249 @@
+"""TileLang's spellings in the front end: dtypes are strings, `assert` and `is` on
+build-time values, T.clamp / T.Cast / T.alloc_buffer / T.parallel, hardware hints recorded
+in the IR, and GPU-only features refused as not portable at the user's line."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilepy
+import tilepy.language as T
+from tilepy.errors import KernelAssertionError, NotPortableError, TileSyntaxError
+
+
+def test_dtypes_are_strings_built_from_any_dtype():
+    assert T.float32 == "float32" and isinstance(T.float16, str)
+    assert T.float == "float32" and T.bf16 == "bfloat16" and T.int == "int32"
+    assert T.dtype(np.float16) == "float16" and T.dtype(ml_dtypes.bfloat16) == "bfloat16"
+    assert T.dtype("fp8_e4m3") == "float8_e4m3fn" and T.dtype(T.float32) == "float32"
+    assert T.dtype("float8_e4m3fn").bits == 8 and T.dtype("int8").itemsize == 1
+    assert T.float32(1.5) == np.float32(1.5) and T.dtype("bfloat16").as_numpy() == \
+        np.dtype(ml_dtypes.bfloat16)
+    with pytest.raises(tilepy.TilepyError):
+        T.dtype("float7")
+
+
+def test_dtype_as_torch_when_torch_is_installed():
+    torch = pytest.importorskip("torch")
+    assert T.dtype(torch.bfloat16) == "bfloat16" and T.dtype(torch.float) == "float32"
+    assert T.float16.as_torch() is torch.float16 and getattr(torch, T.float32) is torch.float32
+    assert T.dtype("int4").as_torch() is torch.int8  # int4 data travels as int8 storage
+
+
+def clamp_kernel(n, block, dtype=T.float32, scale=None, lo=-1.0):
+    @T.prim_func
+    def clamp_k(X: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype)):
+        assert block % 4 == 0, "block must be a multiple of 4"
+        with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
+            T.use_swizzle(panel_size=10)
+            t = T.alloc_buffer((block,), dtype, scope="shared")
+            T.annotate_layout({t: T.make_swizzled_layout(t)})
+            T.copy(X[bx * block], t)
+            for i in T.parallel(block):
+                if scale is not None:
+                    t[i] = t[i] * scale
+                Y[bx * block + i] = T.clamp(T.Cast(dtype, t[i]), lo, 1.0)
+
+    return clamp_k
+
+
+def test_clamp_cast_alloc_buffer_parallel_and_hints_run_on_both_backends():
+    k = clamp_kernel(40, 16, scale=3.0)
+    text = str(k.ir)
+    assert "# hint: T.use_swizzle(panel_size=10)" in text
+    assert "# hint: T.annotate_layout({t: T.make_swizzled_layout(t)})" in text
+    x = np.linspace(-1, 1, 40, dtype=np.float32)
+    with tilepy.backend("interp"):
+        a = np.zeros(40, np.float32)
+        k(x, a)
+    assert (a == np.clip(x * np.float32(3), -1, 1)).all()
+    b = np.zeros(40, np.float32)
+    with tilepy.backend("py"):
+        k(x, b)
+    assert (a.view(np.uint32) == b.view(np.uint32)).all()
+    plain = clamp_kernel(40, 16)  # `scale is not None` false: no multiply
+    assert "t[i] * 3.0" in text and "t[i] * " not in str(plain.ir)
+
+
+def test_build_time_assert_fails_at_its_line_with_the_message():
+    with pytest.raises(KernelAssertionError, match="block must be a multiple of 4") as info:
+        clamp_kernel(40, 6)
+    assert info.value.loc.line == clamp_kernel.__code__.co_firstlineno + 3
+
+
+def test_runtime_assert_and_gpu_only_features_are_refused_clearly():
+    with pytest.raises(TileSyntaxError, match="assert on a runtime value"):
+        @T.prim_func
+        def k(X: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                assert X[bx] > 0
+
+    with pytest.raises(NotPortableError, match=r"not portable to the CPU reference: "
+                       r"mbarriers \(T.alloc_barrier\)") as info:
+        @T.prim_func
+        def k2(X: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as _:
+                T.alloc_barrier(1)  # planted
+
+    assert "planted" in str(info.value)
+
+
+def pair_adds(stride):
+    @T.prim_func
+    def pair_adds(S: T.Tensor((4, 8), "float32"), C: T.Tensor((4, 8), "float32")):
+        with T.Kernel(2) as bx:
+            for i, j in T.Parallel(2, 4):
+                m, n = bx * 2 + i, j * stride
+                T.atomic_addx2(C[m, n], S[m, n])  # planted: pair
+
+    return pair_adds
+
+
+def test_atomic_addx2_adds_element_pairs_and_the_jit_proves_them_apart():
+    s = np.arange(32, dtype=np.float32).reshape(4, 8) * 0.25
+    want = np.ones((4, 8), np.float32) + s
+    outs = []
+    for be in ("interp", "py"):
+        c = np.ones((4, 8), np.float32)
+        with tilepy.backend(be):
+            pair_adds(2)(s, c)
+        outs.append(c)
+    assert (outs[0] == want).all() and (outs[1].view(np.uint32) == want.view(np.uint32)).all()
+    # stride 1: lanes j and j + 1 both add to C[m, j + 1]; the JIT's lane order would differ
+    with pytest.raises(tilepy.TilepyError, match="the same T.Parallel loop also adds to C"):
+        with tilepy.backend("py"):
+            pair_adds(1)(s, np.ones((4, 8), np.float32))
+
+
+def test_slice_bounds_linear_in_one_term_give_a_constant_extent():
+    @T.prim_func
+    def rows(A: T.Tensor((8, 16), "float32"), B: T.Tensor((8, 16), "float32")):
+        with T.Kernel(4) as bx:
+            s = T.alloc_shared((2, 16), "float32")
+            T.copy(A[bx * 2:(bx + 1) * 2, :], s)
+            T.copy(s, B[(bx - 1) * 2 + 2:bx * 2 + 2, :])
+
+    assert "A[bx * 2:bx * 2 + 2, 0:16]" in str(rows.ir)
+    a = np.arange(128, dtype=np.float32).reshape(8, 16)
+    b = np.zeros_like(a)
+    with tilepy.backend("py"):
+        rows(a, b)
+    assert (a == b).all()
+
+
+@tilepy.jit
+def row_sums(X, block_m: int = 4):
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), "float32")
+    Y = T.empty((M,), "float32")
+    with T.Kernel(T.ceildiv(M, block_m)) as bx:
+        t = T.alloc_fragment((block_m, N), "float32")  # N is a build-time constant here
+        s = T.alloc_fragment((block_m,), "float32")
+        T.copy(X[bx * block_m, 0], t)
+        T.reduce_sum(t, s, dim=1)
+        T.copy(s, Y[bx * block_m])
+    return Y
+
+
+def test_t_const_sizes_are_constants_specialised_per_value():
+    rng = np.random.default_rng(3)
+    for n in (6, 9, 6):
+        x = rng.standard_normal((10, n)).astype(np.float32)
+        with tilepy.backend("interp"):
+            a = row_sums(x)
+        with tilepy.backend("py"):
+            b = row_sums(x)
+        want = np.zeros(10, np.float32)
+        for j in range(n):  # the contract's order: ascending along the row
+            want += x[:, j]
+        assert (a == want).all() and (a.view(np.uint32) == b.view(np.uint32)).all()
+    texts = [str(k.ir) for k in row_sums.built()]
+    assert len(texts) == 2 and any("(4, 6)" in t for t in texts) and any("(4, 9)" in t
+                                                                         for t in texts)
+
+
+def test_integer_scalar_parameters_are_sizes_passed_by_position():
+    @T.prim_func
+    def head(X: T.Tensor((16,), "float32"), n: T.int32, Y: T.Tensor((16,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(16):
+                Y[i] = T.if_then_else(i < n, X[i], -1.0)
+
+    x = np.arange(16, dtype=np.float32)
+    for be, n in (("interp", 7), ("py", 7), ("py", 0)):
+        y = np.zeros(16, np.float32)
+        with tilepy.backend(be):
+            head(x, n, y)
+        assert y.tolist() == [float(i) if i < n else -1.0 for i in range(16)]
+    assert 'n = T.dynamic("n")' in str(head.ir)
+    with pytest.raises(tilepy.TilepyError, match=r"argument 1 \(n\) expected an int; got "
+                       "float"):
+        head(x, 2.5, np.zeros(16, np.float32))
+    with pytest.raises(tilepy.TilepyError, match="expected an integer type"):
+        @T.prim_func
+        def bad(X: T.Tensor((16,), "float32"), a: T.float32):
+            with T.Kernel(1) as _:
+                X[0] = a
+
+
+def test_reshape_re_views_storage_and_alloc_global_says_what_to_do():
+    @T.prim_func
+    def flat_copy(X: T.Tensor((4, 8), "float32"), Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1) as _:
+            x = T.reshape(X, (32,))
+            for i in T.Parallel(32):
+                Y[i] = x[i] * 2.0
+
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    y = np.zeros(32, np.float32)
+    with tilepy.backend("interp"):
+        flat_copy(x, y)
+    assert (y == x.reshape(-1) * 2).all()
+    with pytest.raises(TileSyntaxError, match="pass the scratch buffer as a kernel argument"):
+        @T.prim_func
+        def scratch(X: T.Tensor((4,), "float32")):
+            with T.Kernel(1) as _:
+                T.alloc_global((4,), "float32")
+
+
+def test_im2col_gathers_the_zero_padded_patches_of_an_nhwc_image():
+    n, h, w, c, k, s, d, p = 2, 6, 5, 3, 3, 1, 1, 1
+    oh, ow = (h + 2 * p - d * (k - 1) - 1) // s + 1, (w + 2 * p - d * (k - 1) - 1) // s + 1
+    bm, bk = 16, 8
+    rows, cols = -(-n * oh * ow // bm) * bm, -(-k * k * c // bk) * bk
+
+    @T.prim_func
+    def patches(X: T.Tensor((n, h, w, c), "float32"), Col: T.Tensor((rows, cols), "float32")):
+        with T.Kernel(cols // bk, rows // bm) as (bx, by):
+            t = T.alloc_shared((bm, bk), "float32")
+            T.im2col(X, t, by, bx, k, s, d, p)
+            T.copy(t, Col[by * bm, bx * bk])
+
+    x = np.random.default_rng(0).standard_normal((n, h, w, c)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (p, p), (p, p), (0, 0)))
+    want = np.array([[xp[m // (oh * ow), m % (oh * ow) // ow * s + kk // (k * c) * d,
+                         m % ow * s + kk // c % k * d, kk % c] for kk in range(k * k * c)]
+                     for m in range(n * oh * ow)])
+    for be in ("interp", "py"):
+        got = np.zeros((rows, cols), np.float32)
+        with tilepy.backend(be):
+            patches(x, got)
+        assert (got[:n * oh * ow, :k * k * c] == want).all(), be
+
+
+def test_gemm_v2_is_gemm_and_ignores_its_gpu_options():
+    @T.prim_func
+    def mm(A: T.Tensor((16, 8), "float32"), B: T.Tensor((16, 8), "float32"),
+           C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as _:
+            c = T.alloc_fragment((16, 16), "float32")
+            T.clear(c)
+            T.gemm_v2(A, B, c, transpose_B=True, k_pack=2, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(c, C)
+
+    a = np.arange(128, dtype=np.float32).reshape(16, 8) / 64
+    c = np.zeros((16, 16), np.float32)
+    with tilepy.backend("interp"):
+        mm(a, a, c)
+    assert np.allclose(c, a @ a.T, rtol=1e-6) and "T.gemm(A, B, c, transpose_B=True" in str(
+        mm.ir)

@@ -1,0 +1,60 @@
+"""The opt-in mapping of CUDA tensor creation to the CPU, for programs written for a GPU:
+torch factories given `device="cuda"`, `Tensor.cuda()` and `Tensor.to("cuda")` give CPU
+tensors, and `torch.cuda.synchronize` and seeding do what they mean on the CPU. Changes
+torch's module state for the process; nothing else.
+"""
+
+from __future__ import annotations
+
+import functools
+
+_FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange",
+              "tensor", "empty_like", "zeros_like", "ones_like", "full_like", "rand_like",
+              "randn_like", "randint_like", "linspace", "eye", "randperm", "as_tensor",
+              "empty_strided", "normal")
+_done = False
+
+
+def _cpu(device):
+    text = str(device) if device is not None else ""
+    return "cpu" if text.startswith("cuda") or text.isdigit() else device
+
+
+def _wrap_factory(fn):
+    @functools.wraps(fn)
+    def made(*args, **kwargs):
+        if "device" in kwargs:
+            kwargs["device"] = _cpu(kwargs["device"])
+        return fn(*args, **kwargs)
+
+    return made
+
+
+def patch() -> None:
+    """Apply the mapping (once per process)."""
+    global _done
+    if _done:
+        return
+    import torch
+
+    for name in _FACTORIES:
+        if hasattr(torch, name):
+            setattr(torch, name, _wrap_factory(getattr(torch, name)))
+    torch.Tensor.cuda = lambda self, *a, **k: self
+    to = torch.Tensor.to
+
+    def to_cpu(self, *args, **kwargs):
+        args = tuple(_cpu(a) if isinstance(a, (str, torch.device)) else a for a in args)
+        if "device" in kwargs:
+            kwargs["device"] = _cpu(kwargs["device"])
+        return to(self, *args, **kwargs)
+
+    torch.Tensor.to = to_cpu
+    torch.cuda.synchronize = lambda *a, **k: None
+    torch.cuda.manual_seed = torch.manual_seed
+    torch.cuda.manual_seed_all = torch.manual_seed
+    torch.cuda.is_available = lambda: True
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.set_device = lambda *a, **k: None
+    torch.cuda.empty_cache = lambda: None
+    _done = True

@@ -1,0 +1,58 @@
+"""tilepy's stand-in for TileLang's Python package: the names TileLang programs use
+(`tilelang.jit`, `compile`, `cdiv`, `language`, `JITKernel`, profiler, autotuner, testing...),
+each running on tilepy. GPU-only settings (targets, pass configs, execution backends) are
+accepted and ignored; they change no result on the CPU.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from tilepy.compat import tvm  # noqa: E402,F401 - `from tilelang import tvm`
+from tilepy.compat.tilelang import (  # noqa: F401 - tilelang.language, tilelang.math...
+    autotuner,
+    intrinsics,
+    language,
+    layout,
+    math,
+    profiler,
+    testing,
+    tileop,
+    utils,
+)
+from tilepy.compat.tilelang.autotuner import AutoTuner, autotune  # noqa: F401
+from tilepy.compat.tilelang.jit import JITKernel, compile, jit, lazy_jit  # noqa: F401
+from tilepy.compat.tilelang.math import next_power_of_2  # noqa: F401
+from tilepy.compat.tilelang.utils.tensor import TensorSupplyType  # noqa: F401
+
+TensorDistribution = TensorSupplyType  # its older name
+
+__version__ = "0.1.0+tilepy"
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of two ints."""
+    return -(-a // b)
+
+
+def disable_cache() -> None:
+    """TileLang's kernel cache switch: tilepy's caches key on the IR, so nothing to do."""
+
+
+def enable_cache() -> None:
+    """See disable_cache."""
+
+
+def set_log_level(level) -> None:
+    """Accepted for TileLang programs; tilepy's only log line is the compile notice."""
+
+
+class _AnyKey(enum.EnumMeta):
+    def __getattr__(cls, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return name
+
+
+class PassConfigKey(enum.Enum, metaclass=_AnyKey):
+    """TileLang's compiler pass options: any key is accepted (as its name) and ignored."""

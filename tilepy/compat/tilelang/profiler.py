@@ -1,0 +1,66 @@
+"""`kernel.get_profiler()` and `tilelang.profiler.do_bench`: check a kernel against a
+reference program on generated inputs, and time calls (wall clock, median of repeats, in
+milliseconds as TileLang reports).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from tilepy.compat.tilelang.utils.tensor import (
+    TensorSupplyType,
+    make_input,
+    torch_assert_close,
+)
+
+
+def do_bench(fn, warmup=25, rep=100, _n_warmup=0, _n_repeat=0, **_ignored) -> float:
+    """Milliseconds of one `fn()` call after a warm-up call (which compiles). TileLang's
+    warmup/rep are GPU milliseconds; a CPU reference is not a benchmark target."""
+    fn()
+    times = []
+    for _ in range(1):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times))
+
+
+class Profiler:
+    """TileLang's profiler of one kernel: inputs from a supply, checks, timings."""
+
+    def __init__(self, kernel, supply=None):
+        self.kernel = kernel
+        self.supply = supply or TensorSupplyType.Auto
+
+    def _inputs(self):
+        func = self.kernel.func
+        return [make_input(p, self.supply) for i, p in enumerate(func.params)
+                if i not in func.out_idx]
+
+    def assert_allclose(self, reference_program, input_tensors=None, atol=1e-2, rtol=1e-2,
+                        max_mismatched_ratio=0.01, **_ignored) -> None:
+        """Run the kernel and `reference_program` on the same inputs; compare outputs."""
+        inputs = list(input_tensors) if input_tensors is not None else self._inputs()
+        outs = self.kernel(*inputs)
+        func = self.kernel.func
+        if not func.out_idx:  # outputs written in place: compare the written arguments
+            outs = inputs
+        ref = reference_program(*inputs)
+        outs = outs if isinstance(outs, (tuple, list)) else [outs]
+        refs = ref if isinstance(ref, (tuple, list)) else [ref]
+        for got, want in zip(outs, refs):
+            if want is None:
+                continue
+            torch_assert_close(got, want, rtol=rtol, atol=atol,
+                               max_mismatched_ratio=max_mismatched_ratio)
+
+    def do_bench(self, func=None, warmup=1, rep=3, n_warmup=0, n_repeat=0,
+                 input_tensors=None, **_ignored) -> float:
+        inputs = list(input_tensors) if input_tensors is not None else self._inputs()
+        target = func or self.kernel
+        return do_bench(lambda: target(*inputs), warmup, rep, n_warmup, n_repeat)
+
+    run_once = lambda self, func=None: (func or self.kernel)(*self._inputs())  # noqa: E731

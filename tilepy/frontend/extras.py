@@ -1,0 +1,145 @@
+"""TileLang names that are other spellings of what tilepy has (`T.clamp`, `T.Cast`,
+`T.alloc_buffer`), and the GPU-only features that have no CPU meaning, each refused with one
+clear NotPortableError at the user's line. Emits IR only through builtins' handlers.
+"""
+
+from __future__ import annotations
+
+from tilepy.errors import Loc, NotPortableError, TileSyntaxError, TileTypeError
+from tilepy.frontend import builtins, exprs
+from tilepy.frontend.builtins import _ALLOC, Args, _alloc, _cast
+from tilepy.frontend.im2col import im2col
+from tilepy.frontend.macro import inline_macro
+from tilepy.frontend.surface import TensorSpec
+from tilepy.frontend.values import DataRef, StartPoint, describe
+from tilepy.ir import stmt as S
+from tilepy.ir.expr import Buffer, Const, Load, Region
+from tilepy.ir.ops import Op
+from tilepy.ir.types import int32
+
+# feature names as TileLang spells them -> what they are (for the message)
+NOT_PORTABLE = {
+    "create_tma_descriptor": "TMA descriptors", "tma_load": "TMA copies",
+    "tma_store": "TMA copies", "tma_copy": "TMA copies", "tma_store_arrive": "TMA copies",
+    "tma_store_wait": "TMA copies", "fence_proxy_async": "TMA proxy fences",
+    "alloc_barrier": "mbarriers", "create_list_of_mbarrier": "mbarriers",
+    "get_mbarrier": "mbarriers", "mbarrier_wait_parity": "mbarriers",
+    "mbarrier_arrive": "mbarriers", "mbarrier_expect_tx": "mbarriers",
+    "barrier_wait": "mbarriers", "barrier_arrive": "mbarriers",
+    "ws": "warp specialisation", "set_max_nreg_ws": "warp specialisation",
+    "warpgroup_arrive": "warpgroup MMA", "warpgroup_commit_batch": "warpgroup MMA",
+    "warpgroup_wait": "warpgroup MMA", "wgmma_gemm": "warpgroup MMA",
+    "tcgen05_gemm": "tcgen05 (Blackwell tensor memory)", "alloc_tmem": "tcgen05 (Blackwell "
+    "tensor memory)", "tcgen05_ld": "tcgen05 (Blackwell tensor memory)",
+    "shfl_xor": "warp shuffles", "shfl_down": "warp shuffles", "shfl_up": "warp shuffles",
+    "get_thread_binding": "thread indices", "get_lane_idx": "thread indices",
+    "get_warp_idx": "thread indices", "sync_threads": "thread barriers",
+}
+
+_SCOPES = {"shared": "alloc_shared", "shared.dyn": "alloc_shared",
+           "local.fragment": "alloc_fragment", "local": "alloc_local"}
+
+
+def _not_portable(tr, node, loc: Loc, name: str):
+    raise NotPortableError(
+        f"not portable to the CPU reference: {NOT_PORTABLE[name]} (T.{name})", loc,
+        hint="this GPU feature has no CPU meaning; write the kernel with T.copy, T.gemm "
+             "and T.Parallel (the portable form TileLang also accepts)")
+
+
+def _clamp(tr, node, loc: Loc, name: str):
+    a = Args(tr, node, ["x", "lo", "hi"], loc, "T.clamp")
+    x, lo, hi = a.value("x"), a.value("lo"), a.value("hi")
+    if not any(exprs.is_ir(v) for v in (x, lo, hi)):
+        return max(min(x, hi), lo)
+    return exprs.call(Op.MAX, [exprs.call(Op.MIN, [x, hi], loc), lo], loc)
+
+
+def _cast_tvm(tr, node, loc: Loc, name: str):
+    """`T.Cast(dtype, x)`: TVM's order of T.cast's arguments."""
+    return _cast(tr, node, loc, "cast")
+
+
+def _alloc_buffer(tr, node, loc: Loc, name: str):
+    a = Args(tr, node, ["shape", "dtype", "scope"], loc, "T.alloc_buffer")
+    scope = a.const("scope", "shared")
+    kind = _SCOPES.get(str(scope))
+    if kind is None:
+        raise TileTypeError(f"T.alloc_buffer: expected scope one of {', '.join(_SCOPES)}; "
+                            f"got {scope!r}", loc,
+                            hint="global buffers are kernel arguments (T.Tensor)")
+    node.keywords = [k for k in node.keywords if k.arg != "scope"]
+    node.args = node.args[:2]
+    assert kind in _ALLOC
+    return _alloc(tr, node, loc, kind)
+
+
+HANDLERS = {"clamp": _clamp, "Cast": _cast_tvm, "alloc_buffer": _alloc_buffer}
+HANDLERS.update({n: _not_portable for n in NOT_PORTABLE})
+builtins.HANDLERS.update(HANDLERS)
+
+
+def _tir_const(tr, node, loc: Loc, name: str):
+    """`tvm.tir.const(value, dtype)`: a literal of that dtype."""
+    a = Args(tr, node, ["value", "dtype"], loc, "tir.const")
+    value = a.const("value")
+    dt = builtins._dtype_arg(a.value("dtype", "int32" if isinstance(value, int) else
+                                     "float32"), loc)
+    return exprs.make_const(value, dt, loc)
+
+
+def _atomic_add_n(tr, node, loc: Loc, name: str):
+    """`T.atomic_addx2(C[m, n], S[i, j])` (x4 too): atomic adds of that many consecutive
+    elements along the last dimension, in order."""
+    a = Args(tr, node, ["dst", "value"], loc, f"T.{name}")
+    dst, val = a.operand("dst"), a.operand("value")
+    if not isinstance(dst, StartPoint) or not isinstance(val, StartPoint):
+        raise TileTypeError(f"T.{name} expects two elements (`C[m, n]`, `S[i, j]`); got "
+                            f"{describe(dst)} and {describe(val)}", loc)
+    one = tuple(Const(1, int32) for _ in dst.buffer.shape)
+    for t in range(int(name[-1])):
+        def at(p, t=t):
+            return p.starts[:-1] + (exprs.call(Op.ADD, [p.starts[-1], t], loc),)
+        tr.emit(S.AtomicAdd(Region(dst.buffer, at(dst), one),
+                            Load(val.buffer, at(val)), loc=loc))
+
+
+def _reshape(tr, node, loc: Loc, name: str):
+    """`T.reshape(buf, shape)` / `T.view(buf, shape)`: a row-major re-view of buf's storage,
+    as `T.Tensor(shape, buf.dtype, buf.data)`; assign it to a name."""
+    a = Args(tr, node, ["buffer", "shape", "dtype"], loc, f"T.{name}")
+    buf = a.value("buffer")
+    if isinstance(buf, Region):
+        buf = buf.buffer
+    if not isinstance(buf, Buffer):
+        raise TileTypeError(f"T.{name} expects a buffer; got {describe(buf)}", loc)
+    dt = a.value("dtype", buf.dtype)
+    if builtins._dtype_arg(dt, loc) != buf.dtype:
+        raise TileTypeError(f"T.{name} keeps the dtype of {buf.name} ({buf.dtype}); got {dt}",
+                            loc, hint="reinterpreting bits across dtypes is not supported")
+    shape = a.value("shape")
+    return TensorSpec(tuple(shape) if isinstance(shape, (tuple, list)) else (shape,),
+                      buf.dtype, DataRef(buf))
+
+
+def _alloc_global(tr, node, loc: Loc, name: str):
+    raise TileSyntaxError("T.alloc_global (a scratch buffer in global memory) is not "
+                          "supported yet", loc,
+                          hint="pass the scratch buffer as a kernel argument (T.Tensor)")
+
+
+def _im2col(tr, node, loc: Loc, name: str):
+    names = ["img", "col", "nhw_step", "c_step", "kernel", "stride", "dilation", "pad"]
+    a = Args(tr, node, names + ["eviction_policy"], loc, f"T.{name}")
+    args = [a.value(n) if n in ("nhw_step", "c_step") else a.operand(n) if n in (
+        "img", "col") else a.const(n) for n in names]
+    args[:2] = [v.buffer if isinstance(v, Region) else v for v in args[:2]]
+    return inline_macro(tr, im2col, args, {}, loc)
+
+
+builtins.HANDLERS["tir_const"] = _tir_const
+builtins.HANDLERS["gemm_v1"] = builtins.HANDLERS["gemm_v2"] = builtins.HANDLERS["gemm"]
+builtins.HANDLERS["im2col"] = builtins.HANDLERS["c2d_im2col"] = _im2col
+builtins.HANDLERS["reshape"] = builtins.HANDLERS["view"] = _reshape
+builtins.HANDLERS["alloc_global"] = _alloc_global
+builtins.HANDLERS["atomic_addx2"] = builtins.HANDLERS["atomic_addx4"] = _atomic_add_n
