@@ -1,7 +1,15 @@
 """tilepy.models.zoo: ready-made models built from tilepy.models.nn, each with a test that
-trains it a few steps and a script (`python -m tilepy.models.zoo.digits`) that trains it to
-a stated accuracy. MLP and LeNet-5 (adapted to 8x8 digits) for now."""
+trains it a few steps (tests/models/test_zoo_models.py) and the table in docs/models.md;
+`python -m tilepy.models.zoo.digits` trains the MLP or LeNet-5 to a stated accuracy."""
 
-from tilepy.models.zoo.vision import lenet5, mlp
+from tilepy.models.zoo.autoencoder import autoencoder, mse_loss
+from tilepy.models.zoo.graph import gcn, normalized_adjacency
+from tilepy.models.zoo.recsys import click_loss, matrix_factorization
+from tilepy.models.zoo.tabular import residual_mlp, softmax_regression
+from tilepy.models.zoo.text import char_gpt, char_mlp
+from tilepy.models.zoo.transformer import mlp_mixer, vit_tiny
+from tilepy.models.zoo.vision import lenet5, mlp, resnet8
 
-__all__ = ["lenet5", "mlp"]
+__all__ = ["autoencoder", "char_gpt", "char_mlp", "click_loss", "gcn", "lenet5",
+           "matrix_factorization", "mlp", "mlp_mixer", "mse_loss", "normalized_adjacency",
+           "resnet8", "residual_mlp", "softmax_regression", "vit_tiny"]

@@ -1,0 +1,40 @@
+"""Recommenders for click logs (tilepy.models.data.synthetic.click_logs): matrix
+factorisation, P(click) = sigmoid(u . v + b_item), with user and item Embeddings and the
+dot product as a product and a sum; `click_loss` is the binary cross-entropy, computed as
+cross_entropy over the logits (0, z) so the fused, stable softmax kernel does the work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.models import Tensor, cat, nn
+
+F = nn.functional
+
+
+class MatrixFactorization(nn.Module):
+    """(user, item) index arrays (N,) -> click logits (N,)."""
+
+    def __init__(self, n_users: int, n_items: int, dim: int = 8, dtype=np.float32):
+        super().__init__()
+        self.user = nn.Embedding(n_users, dim, dtype=dtype)
+        self.item = nn.Embedding(n_items, dim, dtype=dtype)
+        self.item_bias = nn.Embedding(n_items, 1, dtype=dtype)
+
+    def forward(self, user, item):
+        dot = (self.user(user) * self.item(item)).sum(-1)
+        return dot + self.item_bias(item).reshape(-1)
+
+
+def matrix_factorization(n_users: int = 200, n_items: int = 100, dim: int = 8,
+                         dtype=np.float32) -> MatrixFactorization:
+    return MatrixFactorization(n_users, n_items, dim, dtype)
+
+
+def click_loss(logit: Tensor, label) -> Tensor:
+    """Mean binary cross-entropy of logits (N,) against 0/1 labels: softmax cross-entropy
+    of the two logits (0, z), which equals log(1 + e^z) - label * z."""
+    z = logit.reshape(-1, 1)
+    two = cat([Tensor(np.zeros(z.shape, z.dtype)), z], dim=1)
+    return F.cross_entropy(two, np.asarray(label).astype(np.int32))

@@ -1,0 +1,154 @@
+"""Each zoo model trains on the interpreter (no compiles): a few optimiser steps on one
+small batch of the data it is meant for, and the loss must fall at every step and end
+below the loss of the best input-blind prediction: ln(classes) (a uniform guess) for
+classifiers and language models, the label entropy for clicks, the batch mean's squared
+error for the autoencoder. A wrong gradient sign, a detached layer or a broken update
+fails one or the other."""
+
+import numpy as np
+import pytest
+
+import tilepy
+from tilepy.models import Tensor, nn, optim, zoo
+from tilepy.models.data import datasets, synthetic
+
+F = nn.functional
+
+
+def _train(model, loss, opt, steps):
+    """Losses of `steps` full-batch steps: loss() builds the graph, opt updates."""
+    losses = []
+    with tilepy.backend("interp"):
+        for _ in range(steps):
+            value = loss()
+            model.zero_grad()
+            value.backward()
+            opt.step()
+            losses.append(value.item())
+    return losses
+
+
+def _falls(losses, bound):
+    assert all(b < a for a, b in zip(losses, losses[1:])), losses
+    assert losses[-1] < bound, (losses, bound)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    pytest.importorskip("sklearn")
+    split = datasets.load("digits", images=True)
+    x, y = split.train.arrays
+    return x[:32], y[:32]
+
+
+def _tabular(name, n=64):
+    pytest.importorskip("sklearn")
+    x, y = datasets.load(name).train.arrays
+    return x[:n], y[:n]
+
+
+def test_resnet8_on_shapes_images():
+    x, y = synthetic.shapes_images(16, classes=4, size=8, channels=3, seed=0)
+    nn.manual_seed(0)
+    model = zoo.resnet8(3, image=8, classes=4, width=4)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    _falls(_train(model, lambda: F.cross_entropy(model(x), y), opt, 5), np.log(4))
+
+
+def test_softmax_regression_on_iris():
+    x, y = _tabular("iris")
+    nn.manual_seed(0)
+    model = zoo.softmax_regression(4, 3)
+    opt = optim.SGD(model.parameters(), lr=0.5)
+    _falls(_train(model, lambda: F.cross_entropy(model(x), y), opt, 5), np.log(3))
+
+
+def test_residual_mlp_on_wine():
+    x, y = _tabular("wine")
+    nn.manual_seed(0)
+    model = zoo.residual_mlp(13, 3)  # dropout 0.1 on: a new mask every step
+    opt = optim.AdamW(model.parameters(), lr=1e-2)
+    _falls(_train(model, lambda: F.cross_entropy(model(x), y), opt, 5), np.log(3))
+
+
+def test_autoencoder_on_digits(digits):
+    x = digits[0].reshape(len(digits[0]), 64)
+    nn.manual_seed(0)
+    model = zoo.autoencoder(64, 32, 8)
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    constant = float(((x - x.mean(axis=0)) ** 2).mean())
+    _falls(_train(model, lambda: zoo.mse_loss(model(x), x), opt, 6), constant)
+
+
+@pytest.mark.parametrize("make", [zoo.mlp_mixer, zoo.vit_tiny], ids=["mixer", "vit"])
+def test_patch_models_on_digits(digits, make):
+    x, y = digits
+    nn.manual_seed(0)
+    model = make()
+    opt = optim.AdamW(model.parameters(), lr=3e-3)
+    _falls(_train(model, lambda: F.cross_entropy(model(x), y), opt, 5), np.log(10))
+
+
+@pytest.fixture(scope="module")
+def chars():
+    train, _ = datasets.char_corpus(block_size=16)
+    x, y = train.take(np.arange(0, 16 * 40, 40))  # 16 windows spread over the text
+    return x, y, len(train.vocab)
+
+
+def test_char_gpt_on_char_corpus(chars):
+    x, y, vocab = chars
+    nn.manual_seed(0)
+    model = zoo.char_gpt(vocab, block_size=16)
+    opt = optim.AdamW(model.parameters(), lr=3e-3)
+    loss = lambda: F.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))  # noqa: E731
+    _falls(_train(model, loss, opt, 5), np.log(vocab))
+
+
+def test_char_mlp_on_char_corpus(chars):
+    x, y, vocab = chars
+    nn.manual_seed(0)
+    model = zoo.char_mlp(vocab, context=8)
+    opt = optim.AdamW(model.parameters(), lr=1e-2)
+    loss = lambda: F.cross_entropy(model(x[:, :8]), y[:, 7])  # noqa: E731
+    _falls(_train(model, loss, opt, 5), np.log(vocab))
+
+
+def test_matrix_factorization_on_click_logs():
+    c = synthetic.click_logs(256, seed=1)
+    nn.manual_seed(0)
+    model = zoo.matrix_factorization(200, 100, 8)
+    opt = optim.Adam(model.parameters(), lr=5e-2)
+    p = float(c["label"].mean())
+    entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
+    loss = lambda: zoo.click_loss(model(c["user"], c["item"]), c["label"])  # noqa: E731
+    _falls(_train(model, loss, opt, 6), entropy)
+
+
+def test_click_loss_is_binary_cross_entropy():
+    z = np.array([-3.0, -0.5, 0.0, 2.0, 7.0], np.float32)
+    label = np.array([0, 1, 1, 0, 1], np.float32)
+    want = np.mean(np.logaddexp(0, z.astype(np.float64)) - label * z)
+    with tilepy.backend("interp"):
+        got = zoo.click_loss(Tensor(z), label).item()
+    assert abs(got - want) < 1e-6 * abs(want)
+
+
+def test_gcn_on_random_graph():
+    g = synthetic.random_graph(seed=0)
+    order = np.argsort(~g["train_mask"], kind="stable")  # training nodes first
+    n_train = int(g["train_mask"].sum())
+    a_hat = zoo.normalized_adjacency(g["adjacency"][np.ix_(order, order)])
+    x, y = g["features"][order], g["labels"][order]
+    nn.manual_seed(0)
+    model = zoo.gcn(16, 16, 3)
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    loss = lambda: F.cross_entropy(model(a_hat, x)[:n_train], y[:n_train])  # noqa: E731
+    _falls(_train(model, loss, opt, 6), np.log(3))
+
+
+def test_normalized_adjacency():
+    adj = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], np.float32)
+    deg = np.array([2.0, 3.0, 2.0])  # with the self loops
+    want = (adj + np.eye(3)) / np.sqrt(deg[:, None] * deg[None, :])
+    np.testing.assert_allclose(zoo.normalized_adjacency(adj), want, rtol=1e-6)
