@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.models import Tensor, nn
+from tilepy.models.nn import init
 
 
 def mse_loss(pred: Tensor, target) -> Tensor:
@@ -33,3 +34,40 @@ class AutoEncoder(nn.Module):
 def autoencoder(in_features: int = 64, hidden: int = 32, code: int = 8,
                 dtype=np.float32) -> AutoEncoder:
     return AutoEncoder(in_features, hidden, code, dtype)
+
+
+class VAE(nn.Module):
+    """Variational autoencoder: the encoder gives a mean and a log-variance of `code`
+    Gaussians, z = mean + exp(logvar / 2) * eps (eps ~ N(0, 1) from nn.manual_seed's
+    generator while training; z = mean in eval mode), the decoder maps z back.
+    forward(x) -> (reconstruction, mean, logvar)."""
+
+    def __init__(self, in_features: int = 64, hidden: int = 32, code: int = 4,
+                 dtype=np.float32):
+        super().__init__()
+        self.code = code
+        self.encoder = nn.Sequential(nn.Linear(in_features, hidden, dtype=dtype), nn.ReLU(),
+                                     nn.Linear(hidden, 2 * code, dtype=dtype))
+        self.decoder = nn.Sequential(nn.Linear(code, hidden, dtype=dtype), nn.ReLU(),
+                                     nn.Linear(hidden, in_features, dtype=dtype))
+
+    def forward(self, x):
+        h = self.encoder(x)
+        mean, logvar = h[:, :self.code], h[:, self.code:]
+        z = mean
+        if self.training:
+            eps = init.normal(mean.shape, mean.dtype)
+            z = mean + (logvar * 0.5).exp() * Tensor(eps)
+        return self.decoder(z), mean, logvar
+
+
+def vae_loss(recon: Tensor, x, mean: Tensor, logvar: Tensor, beta: float = 1.0) -> Tensor:
+    """Per sample: the squared error summed over features plus beta times the KL
+    divergence from N(0, 1), -1/2 sum(1 + logvar - mean^2 - exp(logvar)); batch mean."""
+    d = recon - x
+    kl = (1.0 + logvar - mean * mean - logvar.exp()).sum(1) * -0.5
+    return ((d * d).sum(1) + kl * beta).mean()
+
+
+def vae(in_features: int = 64, hidden: int = 32, code: int = 4, dtype=np.float32) -> VAE:
+    return VAE(in_features, hidden, code, dtype)

@@ -38,3 +38,25 @@ def click_loss(logit: Tensor, label) -> Tensor:
     z = logit.reshape(-1, 1)
     two = cat([Tensor(np.zeros(z.shape, z.dtype)), z], dim=1)
     return F.cross_entropy(two, np.asarray(label).astype(np.int32))
+
+
+class NeuralCF(nn.Module):
+    """Neural collaborative filtering: user and item embeddings concatenated, an MLP
+    (Linear + ReLU layers) to one click logit. (user, item) (N,) -> logits (N,)."""
+
+    def __init__(self, n_users: int, n_items: int, dim: int = 8, hidden: int = 32,
+                 dtype=np.float32):
+        super().__init__()
+        self.user = nn.Embedding(n_users, dim, dtype=dtype)
+        self.item = nn.Embedding(n_items, dim, dtype=dtype)
+        self.mlp = nn.Sequential(nn.Linear(2 * dim, hidden, dtype=dtype), nn.ReLU(),
+                                 nn.Linear(hidden, hidden, dtype=dtype), nn.ReLU(),
+                                 nn.Linear(hidden, 1, dtype=dtype))
+
+    def forward(self, user, item):
+        return self.mlp(cat([self.user(user), self.item(item)], dim=1)).reshape(-1)
+
+
+def neural_cf(n_users: int = 200, n_items: int = 100, dim: int = 8, hidden: int = 32,
+              dtype=np.float32) -> NeuralCF:
+    return NeuralCF(n_users, n_items, dim, hidden, dtype)

@@ -71,3 +71,25 @@ def resnet8(in_channels: int = 3, image: int = 32, classes: int = 10, width: int
         BasicBlock(2 * width, 4 * width, 2, dtype),
         nn.AvgPool2d(image // 4), nn.Flatten(),
         nn.Linear(4 * width, classes, dtype=dtype))
+
+
+def _separable(cin: int, cout: int, stride: int, dtype) -> list:
+    """A depthwise 3x3 conv (groups=cin) and a pointwise 1x1 conv, each with batch norm
+    and ReLU."""
+    return [nn.Conv2d(cin, cin, 3, stride=stride, padding=1, groups=cin, bias=False,
+                      dtype=dtype), nn.BatchNorm2d(cin, dtype=dtype), nn.ReLU(),
+            nn.Conv2d(cin, cout, 1, bias=False, dtype=dtype), nn.BatchNorm2d(cout, dtype=dtype),
+            nn.ReLU()]
+
+
+def mobilenet_tiny(in_channels: int = 3, image: int = 32, classes: int = 10, width: int = 8,
+                   dtype=np.float32) -> nn.Sequential:
+    """A MobileNet-style CNN: a 3x3 conv stem, three depthwise-separable blocks (the last
+    two stride 2, doubling the width), global average pooling, a Linear head (image
+    divisible by 4)."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, width, 3, padding=1, bias=False, dtype=dtype),
+        nn.BatchNorm2d(width, dtype=dtype), nn.ReLU(),
+        *_separable(width, width, 1, dtype), *_separable(width, 2 * width, 2, dtype),
+        *_separable(2 * width, 4 * width, 2, dtype),
+        nn.AvgPool2d(image // 4), nn.Flatten(), nn.Linear(4 * width, classes, dtype=dtype))

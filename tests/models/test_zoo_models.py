@@ -152,3 +152,63 @@ def test_normalized_adjacency():
     deg = np.array([2.0, 3.0, 2.0])  # with the self loops
     want = (adj + np.eye(3)) / np.sqrt(deg[:, None] * deg[None, :])
     np.testing.assert_allclose(zoo.normalized_adjacency(adj), want, rtol=1e-6)
+
+
+def test_mobilenet_tiny_on_shapes_images():
+    x, y = synthetic.shapes_images(16, classes=4, size=8, channels=3, seed=0)
+    nn.manual_seed(0)
+    model = zoo.mobilenet_tiny(3, image=8, classes=4, width=4)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    _falls(_train(model, lambda: F.cross_entropy(model(x), y), opt, 5), np.log(4))
+
+
+def test_vae_on_digits(digits):
+    x = digits[0].reshape(len(digits[0]), 64)
+    nn.manual_seed(0)
+    model = zoo.vae(64, 32, 4)  # a new eps every step: the loss is noisy, hence 8 steps
+
+    def loss():
+        recon, mean, logvar = model(x)
+        return zoo.vae_loss(recon, x, mean, logvar)
+    opt = optim.Adam(model.parameters(), lr=2e-2)
+    constant = float(((x - x.mean(axis=0)) ** 2).sum(axis=1).mean())  # KL 0, SSE of the mean
+    _falls(_train(model, loss, opt, 8), constant)
+
+
+def test_gru_classifier_recalls_the_first_token():
+    """The label is the first token; the other 5 are a filler token (4), so the embedding
+    rows 0-3 get gradients only through all 6 unrolled steps."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, 32)
+    x = np.concatenate([y[:, None], np.full((32, 5), 4)], axis=1)
+    nn.manual_seed(0)
+    model = zoo.gru_classifier(vocab=5, classes=4)
+    opt = optim.Adam(model.parameters(), lr=2e-2)
+    _falls(_train(model, lambda: F.cross_entropy(model(x), y), opt, 6), np.log(4))
+    assert np.all(np.abs(model.embed.weight.grad[:4]).sum(axis=1) > 0)
+
+
+def test_gru_cell_matches_the_gru_equations():
+    rng = np.random.default_rng(1)
+    x, h = rng.standard_normal((3, 5)), rng.standard_normal((3, 4))
+    nn.manual_seed(0)
+    cell = zoo.recurrent.GRUCell(5, 4, dtype=np.float64)
+    with tilepy.backend("interp"):
+        got = cell(x, Tensor(h)).numpy()
+    gi = x @ cell.ih.weight.data.T + cell.ih.bias.data
+    gh = h @ cell.hh.weight.data.T + cell.hh.bias.data
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    r, z = sig(gi[:, :4] + gh[:, :4]), sig(gi[:, 4:8] + gh[:, 4:8])
+    n = np.tanh(gi[:, 8:] + r * gh[:, 8:])
+    np.testing.assert_allclose(got, (1 - z) * n + z * h, rtol=1e-12, atol=1e-12)
+
+
+def test_neural_cf_on_click_logs():
+    c = synthetic.click_logs(256, seed=1)
+    nn.manual_seed(0)
+    model = zoo.neural_cf(200, 100, 8)
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    p = float(c["label"].mean())
+    entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
+    loss = lambda: zoo.click_loss(model(c["user"], c["item"]), c["label"])  # noqa: E731
+    _falls(_train(model, loss, opt, 6), entropy)
