@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.models import Tensor, nn
+from tilepy.models.zoo.checks import expect_shape
 
 
 def normalized_adjacency(adj: np.ndarray, dtype=np.float32) -> np.ndarray:
@@ -30,6 +31,9 @@ class GCN(nn.Module):
 
     def forward(self, a_hat, x):
         a = a_hat if isinstance(a_hat, Tensor) else Tensor(a_hat)
+        n = len(x)
+        expect_shape("GCN adjacency", a, (n, n),
+                     hint="a_hat is (nodes, nodes) for features of shape (nodes, features)")
         h = self.drop(self.relu(a @ self.lin1(x)))
         return a @ self.lin2(h)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.models import Tensor, nn
+from tilepy.models.zoo.checks import expect_shape
 
 
 class GRUCell(nn.Module):
@@ -42,6 +43,7 @@ class GRUClassifier(nn.Module):
         self.head = nn.Linear(hidden, classes, dtype=dtype)
 
     def forward(self, idx):
+        expect_shape("GRUClassifier", idx, (None, None), hint="a batch of token sequences")
         e = self.embed(idx)
         h = Tensor(np.zeros((e.shape[0], self.cell.hidden_size), e.dtype))
         for t in range(e.shape[1]):

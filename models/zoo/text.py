@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.models import nn
+from tilepy.models.errors import model_error
+from tilepy.models.zoo.checks import expect_shape
 from tilepy.models.zoo.transformer import Block, position_table
 
 
@@ -18,11 +20,14 @@ class CharMLP(nn.Module):
     def __init__(self, vocab: int, context: int = 8, embed: int = 16, hidden: int = 64,
                  dtype=np.float32):
         super().__init__()
+        self.context = context
         self.embed = nn.Embedding(vocab, embed, dtype=dtype)
         self.mlp = nn.Sequential(nn.Linear(context * embed, hidden, dtype=dtype), nn.Tanh(),
                                  nn.Linear(hidden, vocab, dtype=dtype))
 
     def forward(self, idx):
+        expect_shape("CharMLP", idx, (None, self.context),
+                     hint="give the previous `context` characters' codes of each sample")
         e = self.embed(idx)
         return self.mlp(e.reshape(e.shape[0], -1))
 
@@ -39,6 +44,7 @@ class CharGPT(nn.Module):
     def __init__(self, vocab: int, block_size: int = 16, width: int = 32, depth: int = 2,
                  heads: int = 2, dtype=np.float32):
         super().__init__()
+        self.block_size = block_size
         self.tok = nn.Embedding(vocab, width, dtype=dtype)
         self.pos = position_table(block_size, width, dtype)
         self.blocks = nn.Sequential(*[Block(width, heads, causal=True, dtype=dtype)
@@ -47,7 +53,12 @@ class CharGPT(nn.Module):
         self.head = nn.Linear(width, vocab, dtype=dtype)
 
     def forward(self, idx):
-        t = idx.shape[1]
+        expect_shape("CharGPT", idx, (None, None))
+        t = np.shape(idx)[1]
+        if t > self.block_size:
+            raise model_error(f"CharGPT: expected sequences of at most block_size="
+                              f"{self.block_size} codes; got shape {np.shape(idx)}",
+                              hint="cut the input or build the model with a larger block_size")
         h = self.blocks(self.tok(idx) + self.pos[:t])
         return self.head(self.norm(h))
 

@@ -13,6 +13,7 @@ import numpy as np
 from tilepy.models import Parameter, Tensor, nn
 from tilepy.models.nn import init
 from tilepy.models.ops import as_tensor
+from tilepy.models.zoo.checks import expect_shape
 
 F = nn.functional
 
@@ -53,6 +54,7 @@ class MLPMixer(nn.Module):
                  dtype=np.float32):
         super().__init__()
         self.patch, tokens = patch, (image // patch) ** 2
+        self.image_shape = (in_channels, image, image)
         self.embed = nn.Linear(in_channels * patch * patch, width, dtype=dtype)
         self.blocks = nn.Sequential(*[MixerBlock(tokens, width, 2 * tokens, 2 * width, dtype)
                                       for _ in range(depth)])
@@ -60,6 +62,7 @@ class MLPMixer(nn.Module):
         self.head = nn.Linear(width, classes, dtype=dtype)
 
     def forward(self, x):
+        expect_shape("MLPMixer", x, (None, *self.image_shape))
         h = self.blocks(self.embed(patches(x, self.patch)))
         return self.head(self.norm(h).mean(1))
 
@@ -113,7 +116,7 @@ class ViT(nn.Module):
     def __init__(self, in_channels=1, image=8, patch=2, width=32, depth=2, heads=2,
                  classes=10, dtype=np.float32):
         super().__init__()
-        self.patch = patch
+        self.patch, self.image_shape = patch, (in_channels, image, image)
         self.embed = nn.Linear(in_channels * patch * patch, width, dtype=dtype)
         self.pos = position_table((image // patch) ** 2, width, dtype)
         self.blocks = nn.Sequential(*[Block(width, heads, dtype=dtype) for _ in range(depth)])
@@ -121,6 +124,7 @@ class ViT(nn.Module):
         self.head = nn.Linear(width, classes, dtype=dtype)
 
     def forward(self, x):
+        expect_shape("ViT", x, (None, *self.image_shape))
         h = self.blocks(self.embed(patches(x, self.patch)) + self.pos)
         return self.head(self.norm(h).mean(1))
 

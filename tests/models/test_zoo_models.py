@@ -11,6 +11,7 @@ import pytest
 import tilepy
 from tilepy.models import Tensor, nn, optim, zoo
 from tilepy.models.data import datasets, synthetic
+from tilepy.models.errors import ModelError
 
 F = nn.functional
 
@@ -212,3 +213,27 @@ def test_neural_cf_on_click_logs():
     entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
     loss = lambda: zoo.click_loss(model(c["user"], c["item"]), c["label"])  # noqa: E731
     _falls(_train(model, loss, opt, 6), entropy)
+
+
+@pytest.mark.parametrize("make, x, message", [
+    (zoo.vit_tiny, np.zeros((2, 1, 16, 16), np.float32),
+     r"ViT: expected input of shape \(N, 1, 8, 8\); got \(2, 1, 16, 16\)"),
+    (zoo.mlp_mixer, np.zeros((2, 64), np.float32),
+     r"MLPMixer: expected input of shape \(N, 1, 8, 8\); got \(2, 64\)"),
+    (lambda: zoo.char_gpt(10, block_size=4), np.zeros((2, 6), np.int64),
+     r"CharGPT: expected sequences of at most block_size=4 codes; got shape \(2, 6\)"),
+    (lambda: zoo.char_mlp(10, context=8), np.zeros((2, 5), np.int64),
+     r"CharMLP: expected input of shape \(N, 8\); got \(2, 5\)"),
+    (zoo.gru_classifier, np.zeros(6, np.int64),
+     r"GRUClassifier: expected input of shape \(N, \*\); got \(6,\)"),
+])
+def test_wrong_input_names_the_model_and_both_shapes(make, x, message):
+    with tilepy.backend("interp"), pytest.raises(ModelError, match=message) as e:
+        make()(x)
+    assert "test_zoo_models.py" in str(e.value)
+
+
+def test_gcn_names_a_mismatched_adjacency():
+    with tilepy.backend("interp"), pytest.raises(
+            ModelError, match=r"GCN adjacency: expected input of shape \(4, 4\); got \(5, 5\)"):
+        zoo.gcn()(np.eye(5, dtype=np.float32), np.zeros((4, 16), np.float32))
