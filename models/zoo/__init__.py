@@ -3,6 +3,7 @@ trains it a few steps (tests/models/test_zoo_models.py) and the table in docs/mo
 `python -m tilepy.models.zoo.digits` trains the MLP or LeNet-5 to a stated accuracy."""
 
 from tilepy.models.zoo.autoencoder import autoencoder, mse_loss, vae, vae_loss
+from tilepy.models.zoo.dense import densenet_tiny, unet_tiny
 from tilepy.models.zoo.graph import gcn, normalized_adjacency
 from tilepy.models.zoo.recsys import click_loss, matrix_factorization, neural_cf
 from tilepy.models.zoo.recurrent import gru_classifier
@@ -11,7 +12,8 @@ from tilepy.models.zoo.text import char_gpt, char_mlp
 from tilepy.models.zoo.transformer import mlp_mixer, vit_tiny
 from tilepy.models.zoo.vision import lenet5, mlp, mobilenet_tiny, resnet8
 
-__all__ = ["autoencoder", "char_gpt", "char_mlp", "click_loss", "gcn", "gru_classifier",
+__all__ = ["autoencoder", "char_gpt", "char_mlp", "click_loss", "densenet_tiny", "gcn",
+           "gru_classifier",
            "lenet5", "matrix_factorization", "mlp", "mlp_mixer", "mobilenet_tiny",
            "mse_loss", "neural_cf", "normalized_adjacency", "resnet8", "residual_mlp",
-           "softmax_regression", "vae", "vae_loss", "vit_tiny"]
+           "softmax_regression", "unet_tiny", "vae", "vae_loss", "vit_tiny"]

@@ -237,3 +237,99 @@ def test_gcn_names_a_mismatched_adjacency():
     with tilepy.backend("interp"), pytest.raises(
             ModelError, match=r"GCN adjacency: expected input of shape \(4, 4\); got \(5, 5\)"):
         zoo.gcn()(np.eye(5, dtype=np.float32), np.zeros((4, 16), np.float32))
+
+
+def test_densenet_tiny_on_shapes_images():
+    x, y = synthetic.shapes_images(16, classes=4, size=8, channels=3, seed=0)
+    nn.manual_seed(0)
+    model = zoo.densenet_tiny(3, image=8, classes=4, growth=4, layers=2)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    _falls(_train(model, lambda: F.cross_entropy(model(x), y), opt, 5), np.log(4))
+
+
+def test_unet_tiny_segments_shapes_images():
+    """Per-pixel foreground/background: the shape's pixels are >= 0.5 in some channel, the
+    background below the noise level 0.1."""
+    x, _ = synthetic.shapes_images(8, classes=4, size=8, channels=3, seed=0)
+    mask = (x.max(axis=1) > 0.3).astype(np.int64)
+    p = float(mask.mean())
+    entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
+    nn.manual_seed(0)
+    model = zoo.unet_tiny(3, classes=2, width=4)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def loss():
+        return F.cross_entropy(model(x).permute(0, 2, 3, 1).reshape(-1, 2), mask.reshape(-1))
+    _falls(_train(model, loss, opt, 6), entropy)
+
+
+def test_upsample2_repeats_pixels_and_sums_their_gradients():
+    x = Tensor(np.arange(8, dtype=np.float64).reshape(1, 2, 2, 2), requires_grad=True)
+    g = np.arange(32, dtype=np.float64).reshape(1, 2, 4, 4)
+    with tilepy.backend("interp"):
+        y = zoo.dense.upsample2(x)
+        (y * Tensor(g)).sum().backward()
+    np.testing.assert_array_equal(y.numpy(), x.data.repeat(2, axis=2).repeat(2, axis=3))
+    np.testing.assert_array_equal(x.grad, g.reshape(1, 2, 2, 2, 2, 2).sum(axis=(3, 5)))
+
+
+def _bits_of_a_step(backend, make, inputs, loss_of):
+    """Loss, parameters and gradients after one AdamW step on `backend`."""
+    nn.manual_seed(7)
+    model = make()
+    opt = optim.AdamW(model.parameters(), lr=1e-2)
+    with tilepy.backend(backend):
+        loss = loss_of(model, *inputs)
+        model.zero_grad()
+        loss.backward()
+        opt.step()
+    return [np.asarray(loss.item())] + [a for p in model.parameters() for a in (p.data, p.grad)]
+
+
+def _xent(model, x, y):
+    out = model(x)
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), np.asarray(y).reshape(-1))
+
+
+_RNG = np.random.default_rng(11)
+_JIT_CASES = {
+    "resnet8": (lambda: zoo.resnet8(3, 8, 4, width=4),
+                synthetic.shapes_images(6, 4, size=8, seed=3), _xent),
+    "mobilenet_tiny": (lambda: zoo.mobilenet_tiny(3, 8, 4, width=4),
+                       synthetic.shapes_images(6, 4, size=8, seed=3), _xent),
+    "densenet_tiny": (lambda: zoo.densenet_tiny(3, 8, 4, growth=2, layers=2),
+                      synthetic.shapes_images(6, 4, size=8, seed=3), _xent),
+    "unet_tiny": (lambda: zoo.unet_tiny(3, 2, width=2),
+                  (synthetic.shapes_images(2, 4, size=8, seed=3)[0],
+                   _RNG.integers(0, 2, (2, 8, 8))),
+                  lambda m, x, y: F.cross_entropy(m(x).permute(0, 2, 3, 1).reshape(-1, 2),
+                                                  y.reshape(-1))),
+    "vit_tiny": (zoo.vit_tiny, (_RNG.standard_normal((4, 1, 8, 8)).astype(np.float32),
+                                _RNG.integers(0, 10, 4)), _xent),
+    "mlp_mixer": (zoo.mlp_mixer, (_RNG.standard_normal((4, 1, 8, 8)).astype(np.float32),
+                                  _RNG.integers(0, 10, 4)), _xent),
+    "char_gpt": (lambda: zoo.char_gpt(12, 8), (_RNG.integers(0, 12, (3, 8)),
+                                               _RNG.integers(0, 12, (3, 8))), _xent),
+    "gru_classifier": (lambda: zoo.gru_classifier(5, 4), (_RNG.integers(0, 5, (4, 3)),
+                                                          _RNG.integers(0, 4, 4)), _xent),
+    "gcn": (zoo.gcn, (_RNG.standard_normal((10, 16)).astype(np.float32),
+                      _RNG.integers(0, 3, 10)),
+            lambda m, x, y: F.cross_entropy(m(zoo.normalized_adjacency(np.ones((10, 10)) -
+                                                                       np.eye(10)), x), y)),
+    "vae": (zoo.vae, (_RNG.standard_normal((4, 64)).astype(np.float32),),
+            lambda m, x: zoo.vae_loss(*(lambda r: (r[0], x, r[1], r[2]))(m(x)))),
+    "neural_cf": (lambda: zoo.neural_cf(6, 5), (np.arange(4), np.arange(4) % 5,
+                                                np.array([0, 1, 1, 0], np.float32)),
+                  lambda m, u, i, label: zoo.click_loss(m(u, i), label)),
+}
+
+
+@pytest.mark.exhaustive  # compiles most of the model kernels (minutes here)
+@pytest.mark.parametrize("name", sorted(_JIT_CASES))
+def test_zoo_training_step_same_bits_on_jit_and_interpreter(name):
+    make, inputs, loss_of = _JIT_CASES[name]
+    ref = _bits_of_a_step("interp", make, inputs, loss_of)
+    got = _bits_of_a_step("jit", make, inputs, loss_of)
+    assert len(ref) == len(got)
+    for a, b in zip(ref, got):
+        assert a.tobytes() == b.tobytes()
