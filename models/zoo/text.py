@@ -1,6 +1,7 @@
-"""Character-level language models for nn's char_corpus (tilepy.models.data): a
-Bengio-style MLP over a fixed context window, and a GPT-style decoder (token and learned
-position embeddings, causal pre-norm transformer blocks, a Linear to the vocabulary).
+"""Character-level language models for char_corpus (tilepy.models.data): a Bengio-style
+MLP over a fixed context window, and a GPT-style decoder (token and learned position
+embeddings, causal pre-norm transformer blocks, a Linear to the vocabulary) with LayerNorm
+and GELU MLPs, or RMSNorm and SwiGLU MLPs as in LLaMA (`char_llama`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import numpy as np
 from tilepy.models import nn
 from tilepy.models.errors import model_error
 from tilepy.models.zoo.checks import expect_shape
-from tilepy.models.zoo.transformer import Block, position_table
+from tilepy.models.zoo.transformer import Block, RMSBlock, position_table
 
 
 class CharMLP(nn.Module):
@@ -42,14 +43,15 @@ class CharGPT(nn.Module):
     position t sees positions <= t); T at most `block_size`."""
 
     def __init__(self, vocab: int, block_size: int = 16, width: int = 32, depth: int = 2,
-                 heads: int = 2, dtype=np.float32):
+                 heads: int = 2, dtype=np.float32, rms: bool = False):
         super().__init__()
         self.block_size = block_size
         self.tok = nn.Embedding(vocab, width, dtype=dtype)
         self.pos = position_table(block_size, width, dtype)
-        self.blocks = nn.Sequential(*[Block(width, heads, causal=True, dtype=dtype)
+        block = RMSBlock if rms else Block
+        self.blocks = nn.Sequential(*[block(width, heads, causal=True, dtype=dtype)
                                       for _ in range(depth)])
-        self.norm = nn.LayerNorm(width, dtype=dtype)
+        self.norm = (nn.RMSNorm if rms else nn.LayerNorm)(width, dtype=dtype)
         self.head = nn.Linear(width, vocab, dtype=dtype)
 
     def forward(self, idx):
@@ -66,3 +68,9 @@ class CharGPT(nn.Module):
 def char_gpt(vocab: int, block_size: int = 16, width: int = 32, depth: int = 2,
              heads: int = 2, dtype=np.float32) -> CharGPT:
     return CharGPT(vocab, block_size, width, depth, heads, dtype)
+
+
+def char_llama(vocab: int, block_size: int = 16, width: int = 32, depth: int = 2,
+               heads: int = 2, dtype=np.float32) -> CharGPT:
+    """CharGPT with LLaMA-style blocks: RMSNorm and SwiGLU MLPs (learned positions kept)."""
+    return CharGPT(vocab, block_size, width, depth, heads, dtype, rms=True)

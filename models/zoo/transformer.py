@@ -132,3 +132,31 @@ class ViT(nn.Module):
 def vit_tiny(in_channels: int = 1, image: int = 8, patch: int = 2, width: int = 32,
              depth: int = 2, heads: int = 2, classes: int = 10, dtype=np.float32) -> ViT:
     return ViT(in_channels, image, patch, width, depth, heads, classes, dtype)
+
+
+class SwiGLU(nn.Module):
+    """The gated MLP of LLaMA-style blocks: down(silu(gate(x)) * up(x)), no biases."""
+
+    def __init__(self, width: int, hidden: int, dtype=np.float32):
+        super().__init__()
+        self.gate = nn.Linear(width, hidden, bias=False, dtype=dtype)
+        self.up = nn.Linear(width, hidden, bias=False, dtype=dtype)
+        self.down = nn.Linear(hidden, width, bias=False, dtype=dtype)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class RMSBlock(nn.Module):
+    """A LLaMA-style block: RMSNorm instead of LayerNorm, a SwiGLU MLP; pre-norm, residual."""
+
+    def __init__(self, width: int, heads: int, causal: bool = True, hidden: int | None = None,
+                 dtype=np.float32):
+        super().__init__()
+        self.norm1, self.norm2 = nn.RMSNorm(width, dtype=dtype), nn.RMSNorm(width, dtype=dtype)
+        self.attn = SelfAttention(width, heads, causal, dtype)
+        self.mlp = SwiGLU(width, hidden or 2 * width, dtype)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
