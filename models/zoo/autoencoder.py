@@ -71,3 +71,31 @@ def vae_loss(recon: Tensor, x, mean: Tensor, logvar: Tensor, beta: float = 1.0) 
 
 def vae(in_features: int = 64, hidden: int = 32, code: int = 4, dtype=np.float32) -> VAE:
     return VAE(in_features, hidden, code, dtype)
+
+
+class ConvAutoEncoder(nn.Module):
+    """A convolutional autoencoder for (N, C, H, W) images (H, W divisible by 4): two
+    conv + ReLU + 2x2 max-pool steps down, two nearest-neighbour upsampling + conv steps
+    up, a final 3x3 conv back to C channels."""
+
+    def __init__(self, in_channels: int = 1, width: int = 4, dtype=np.float32):
+        super().__init__()
+        w = width
+        self.enc1 = nn.Conv2d(in_channels, w, 3, padding=1, dtype=dtype)
+        self.enc2 = nn.Conv2d(w, 2 * w, 3, padding=1, dtype=dtype)
+        self.dec2 = nn.Conv2d(2 * w, w, 3, padding=1, dtype=dtype)
+        self.dec1 = nn.Conv2d(w, in_channels, 3, padding=1, dtype=dtype)
+        self.pool = nn.MaxPool2d(2)
+
+    def forward(self, x):
+        from tilepy.models.zoo.dense import upsample2
+
+        h = self.pool(self.enc1(x).relu())
+        h = self.pool(self.enc2(h).relu())
+        h = self.dec2(upsample2(h)).relu()
+        return self.dec1(upsample2(h))
+
+
+def conv_autoencoder(in_channels: int = 1, width: int = 4,
+                     dtype=np.float32) -> ConvAutoEncoder:
+    return ConvAutoEncoder(in_channels, width, dtype)

@@ -1,7 +1,9 @@
 """Recommenders for click logs (tilepy.models.data.synthetic.click_logs): matrix
 factorisation, P(click) = sigmoid(u . v + b_item), with user and item Embeddings and the
-dot product as a product and a sum; `click_loss` is the binary cross-entropy, computed as
-cross_entropy over the logits (0, z) so the fused, stable softmax kernel does the work.
+dot product as a product and a sum; neural collaborative filtering (an MLP over the
+concatenated embeddings); a Deep & Cross Network. `click_loss` is the binary cross-entropy,
+computed as cross_entropy over the logits (0, z) so the fused, stable softmax kernel does
+the work.
 """
 
 from __future__ import annotations
@@ -60,3 +62,41 @@ class NeuralCF(nn.Module):
 def neural_cf(n_users: int = 200, n_items: int = 100, dim: int = 8, hidden: int = 32,
               dtype=np.float32) -> NeuralCF:
     return NeuralCF(n_users, n_items, dim, hidden, dtype)
+
+
+class CrossLayer(nn.Module):
+    """DCN's cross layer: x0 * (x w + b) + x, an explicit feature interaction per layer."""
+
+    def __init__(self, width: int, dtype=np.float32):
+        super().__init__()
+        self.lin = nn.Linear(width, 1, dtype=dtype)
+
+    def forward(self, x0, x):
+        return x0 * self.lin(x) + x
+
+
+class DeepCross(nn.Module):
+    """Deep & Cross Network: user and item embeddings concatenated into x0, `crosses`
+    cross layers in parallel with an MLP, both outputs concatenated into a Linear to one
+    click logit. (user, item) (N,) -> logits (N,)."""
+
+    def __init__(self, n_users: int, n_items: int, dim: int = 8, crosses: int = 2,
+                 hidden: int = 32, dtype=np.float32):
+        super().__init__()
+        self.user = nn.Embedding(n_users, dim, dtype=dtype)
+        self.item = nn.Embedding(n_items, dim, dtype=dtype)
+        self.crosses = nn.Sequential(*[CrossLayer(2 * dim, dtype) for _ in range(crosses)])
+        self.deep = nn.Sequential(nn.Linear(2 * dim, hidden, dtype=dtype), nn.ReLU())
+        self.out = nn.Linear(2 * dim + hidden, 1, dtype=dtype)
+
+    def forward(self, user, item):
+        x0 = cat([self.user(user), self.item(item)], dim=1)
+        x = x0
+        for layer in self.crosses.children():
+            x = layer(x0, x)
+        return self.out(cat([x, self.deep(x0)], dim=1)).reshape(-1)
+
+
+def deep_cross(n_users: int = 200, n_items: int = 100, dim: int = 8, crosses: int = 2,
+               hidden: int = 32, dtype=np.float32) -> DeepCross:
+    return DeepCross(n_users, n_items, dim, crosses, hidden, dtype)

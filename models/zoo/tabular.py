@@ -1,6 +1,6 @@
 """Classifiers for tabular features (scikit-learn's iris, wine, breast cancer): softmax
-regression, the linear baseline, and a residual MLP whose blocks are pre-norm
-(LayerNorm, Linear, GELU, Dropout, Linear) with the block's input added back.
+regression, the linear baseline; a residual MLP whose blocks are pre-norm (LayerNorm,
+Linear, GELU, Dropout, Linear) with the block's input added back; Wide & Deep.
 """
 
 from __future__ import annotations
@@ -36,3 +36,26 @@ def residual_mlp(in_features: int = 13, classes: int = 3, width: int = 32, block
         nn.Linear(in_features, width, dtype=dtype),
         *[ResidualBlock(width, 2 * width, dropout, dtype) for _ in range(blocks)],
         nn.LayerNorm(width, dtype=dtype), nn.Linear(width, classes, dtype=dtype))
+
+
+class WideDeep(nn.Module):
+    """Wide & Deep: a linear model of the raw features (wide) plus an MLP (deep), their
+    logits summed."""
+
+    def __init__(self, in_features: int = 30, classes: int = 2, hidden=(32, 16),
+                 dtype=np.float32):
+        super().__init__()
+        self.wide = nn.Linear(in_features, classes, dtype=dtype)
+        layers, width = [], in_features
+        for h in hidden:
+            layers += [nn.Linear(width, h, dtype=dtype), nn.ReLU()]
+            width = h
+        self.deep = nn.Sequential(*layers, nn.Linear(width, classes, dtype=dtype))
+
+    def forward(self, x):
+        return self.wide(x) + self.deep(x)
+
+
+def wide_deep(in_features: int = 30, classes: int = 2, hidden=(32, 16),
+              dtype=np.float32) -> WideDeep:
+    return WideDeep(in_features, classes, hidden, dtype)

@@ -160,3 +160,32 @@ class RMSBlock(nn.Module):
     def forward(self, x):
         x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
+
+
+class SequenceTagger(nn.Module):
+    """A BERT-style encoder: token and learned position embeddings, bidirectional
+    (non-causal) Blocks, LayerNorm and a Linear per token. (N, T) codes -> (N, T, classes)
+    (T at most `length`), for tasks such as sorting a sequence position by position."""
+
+    def __init__(self, vocab: int, classes: int, length: int = 16, width: int = 32,
+                 depth: int = 2, heads: int = 2, dtype=np.float32):
+        super().__init__()
+        self.length = length
+        self.tok = nn.Embedding(vocab, width, dtype=dtype)
+        self.pos = position_table(length, width, dtype)
+        self.blocks = nn.Sequential(*[Block(width, heads, dtype=dtype) for _ in range(depth)])
+        self.norm = nn.LayerNorm(width, dtype=dtype)
+        self.head = nn.Linear(width, classes, dtype=dtype)
+
+    def forward(self, idx):
+        expect_shape("SequenceTagger", idx, (None, None))
+        t = np.shape(idx)[1]
+        if t > self.length:
+            expect_shape("SequenceTagger", idx, (None, self.length),
+                         hint=f"sequences of at most length={self.length} tokens")
+        return self.head(self.norm(self.blocks(self.tok(idx) + self.pos[:t])))
+
+
+def sequence_tagger(vocab: int = 8, classes: int = 8, length: int = 16, width: int = 32,
+                    depth: int = 2, heads: int = 2, dtype=np.float32) -> SequenceTagger:
+    return SequenceTagger(vocab, classes, length, width, depth, heads, dtype)
