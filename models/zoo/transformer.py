@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.models import Parameter, Tensor, nn
+from tilepy.models.errors import model_error
 from tilepy.models.nn import init
 from tilepy.models.ops import as_tensor
 from tilepy.models.zoo.checks import expect_shape
@@ -181,8 +182,9 @@ class SequenceTagger(nn.Module):
         expect_shape("SequenceTagger", idx, (None, None))
         t = np.shape(idx)[1]
         if t > self.length:
-            expect_shape("SequenceTagger", idx, (None, self.length),
-                         hint=f"sequences of at most length={self.length} tokens")
+            raise model_error(f"SequenceTagger: expected sequences of at most length="
+                              f"{self.length} tokens; got shape {np.shape(idx)}",
+                              hint="cut the input or build the model with a larger length")
         return self.head(self.norm(self.blocks(self.tok(idx) + self.pos[:t])))
 
 
