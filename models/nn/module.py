@@ -29,6 +29,8 @@ class Module:
                               "super().__init__() before assigning attributes")
         for d in (self._parameters, self._modules, self._buffers):
             d.pop(name, None)
+        if isinstance(value, (Parameter, Module)):
+            self.__dict__.pop(name, None)  # a plain attribute of that name would shadow it
         if isinstance(value, Parameter):
             self._parameters[name] = value
         elif isinstance(value, Module):

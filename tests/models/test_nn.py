@@ -39,6 +39,22 @@ def test_custom_module_registers_children_and_runs():
     assert out.shape == (5, 2) and out.requires_grad
 
 
+def test_reassigning_a_plain_attribute_to_a_module_or_parameter_registers_it():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.shortcut = None  # an optional part, filled in later
+            self.shortcut = nn.Linear(3, 3)
+            self.gain = 1.0
+            self.gain = Parameter(np.ones(3, np.float32))
+
+    net = Net()
+    assert isinstance(net.shortcut, nn.Linear) and isinstance(net.gain, Parameter)
+    assert sorted(dict(net.named_parameters())) == ["gain", "shortcut.bias", "shortcut.weight"]
+    net.shortcut = None  # and back: unregistered
+    assert net.shortcut is None and sorted(dict(net.named_parameters())) == ["gain"]
+
+
 def test_state_dict_round_trip_gives_the_same_outputs():
     nn.manual_seed(1)
     a = lenet5()
