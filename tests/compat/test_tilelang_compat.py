@@ -249,3 +249,13 @@ def test_cuda_seeding_under_the_mapping_seeds_the_cpu_generator(tmp_path):
                         env={**os.environ, "TILEPY_QUIET": "1"})
     assert ok.returncode == 0, ok.stderr[-400:]
     assert ok.stdout.strip() == "True False cpu"
+
+
+def test_tilepy_run_passes_option_like_arguments_to_the_program(tmp_path):
+    prog = tmp_path / "argv_prog.py"
+    prog.write_text("import sys\nprint(sys.argv[1:])\n")
+    run = [sys.executable, "-m", "tilepy.cli", "run", str(prog), "--h", "3", "--backend", "x"]
+    ok = subprocess.run(run, capture_output=True, text=True, timeout=60,
+                        env={**os.environ, "TILEPY_QUIET": "1"})
+    assert ok.returncode == 0, ok.stderr[-400:]
+    assert ok.stdout.strip() == "['--h', '3', '--backend', 'x']"
