@@ -226,3 +226,36 @@ def test_int4_data_may_come_packed_in_int8_storage():
     with tilepy.backend("interp"):
         widen(packed, y)
     assert y.tolist() == [[1, 2, -1, -8], [-2, 7, 9 - 16, 0]]
+
+
+SEED_PROGRAM = textwrap.dedent('''
+    import torch
+    torch.manual_seed(3)
+    a = torch.randn(4, device="cuda")
+    torch.cuda.manual_seed(3)
+    b = torch.randn(4, device="cuda")
+    torch.cuda.manual_seed_all(4)
+    c = torch.randn(4).cuda()
+    print(torch.equal(a, b), torch.equal(a, c), a.device)
+''')
+
+
+def test_cuda_seeding_under_the_mapping_seeds_the_cpu_generator(tmp_path):
+    pytest.importorskip("torch")
+    prog = tmp_path / "seed_prog.py"
+    prog.write_text(SEED_PROGRAM)
+    run = [sys.executable, "-m", "tilepy.cli", "run", "--cuda-to-cpu", str(prog)]
+    ok = subprocess.run(run, capture_output=True, text=True, timeout=120,
+                        env={**os.environ, "TILEPY_QUIET": "1"})
+    assert ok.returncode == 0, ok.stderr[-400:]
+    assert ok.stdout.strip() == "True False cpu"
+
+
+def test_tilepy_run_passes_option_like_arguments_to_the_program(tmp_path):
+    prog = tmp_path / "argv_prog.py"
+    prog.write_text("import sys\nprint(sys.argv[1:])\n")
+    run = [sys.executable, "-m", "tilepy.cli", "run", str(prog), "--h", "3", "--backend", "x"]
+    ok = subprocess.run(run, capture_output=True, text=True, timeout=60,
+                        env={**os.environ, "TILEPY_QUIET": "1"})
+    assert ok.returncode == 0, ok.stderr[-400:]
+    assert ok.stdout.strip() == "['--h', '3', '--backend', 'x']"

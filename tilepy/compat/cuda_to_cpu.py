@@ -30,6 +30,12 @@ def _wrap_factory(fn):
     return made
 
 
+def _seed_cpu(seed) -> None:
+    import torch
+
+    torch.default_generator.manual_seed(int(seed))
+
+
 def patch() -> None:
     """Apply the mapping (once per process)."""
     global _done
@@ -51,8 +57,9 @@ def patch() -> None:
 
     torch.Tensor.to = to_cpu
     torch.cuda.synchronize = lambda *a, **k: None
-    torch.cuda.manual_seed = torch.manual_seed
-    torch.cuda.manual_seed_all = torch.manual_seed
+    # torch.manual_seed calls torch.cuda.manual_seed_all: seed the CPU generator directly
+    # (mapped "cuda" tensors draw from it), not through torch.manual_seed
+    torch.cuda.manual_seed = torch.cuda.manual_seed_all = _seed_cpu
     torch.cuda.is_available = lambda: True
     torch.cuda.current_device = lambda: 0
     torch.cuda.set_device = lambda *a, **k: None

@@ -5,6 +5,7 @@ program as `python PROG.py ARGS` would, with TileLang's imports resolved to tile
 
 from __future__ import annotations
 
+import argparse
 import os
 import runpy
 import sys
@@ -24,7 +25,8 @@ def add_parser(sub) -> None:
     p.add_argument("--strict", action="store_true",
                    help="out-of-range global element accesses raise (TILEPY_STRICT=1)")
     p.add_argument("program", help="a .py file")
-    p.add_argument("args", nargs="*", help="the program's own arguments")
+    p.add_argument("args", nargs=argparse.REMAINDER,
+                   help="the program's own arguments, options included")
     p.set_defaults(run=cmd_run)
 
 
