@@ -288,9 +288,13 @@ class _Parser:
             self.declare(target.id, value, n)
             return None
         if fn is not None and (fn in _SCOPE_BY_ALLOC or fn in ("alloc_var", "alloc_buffer")):
-            self.zero_fill = True
-            buf = self.alloc(target.id, value, n)
-            return Alloc(buf, loc=self.loc(n), zero_fill=self.zero_fill)
+            zero = next((k for k in value.keywords if k.arg == "zero_fill"), None)
+            fill = True
+            if zero is not None:  # the initfill pass's mark, `zero_fill=False`
+                fill = self.literal(zero.value, (bool,))
+                value = ast.Call(value.func, value.args,
+                                 [k for k in value.keywords if k is not zero])
+            return Alloc(self.alloc(target.id, value, n), loc=self.loc(n), zero_fill=fill)
         e = self.expr(value)
         return Let(self.bind(target, target.id, e.dtype), e, loc=self.loc(n))
 
@@ -303,10 +307,6 @@ class _Parser:
 
     def alloc(self, name: str, call: ast.Call, node: ast.AST) -> Buffer:
         fn = self.t_name(call)
-        zero = next((k for k in call.keywords if k.arg == "zero_fill"), None)
-        if zero is not None:  # the initfill pass's mark, `zero_fill=False`
-            self.zero_fill = self.literal(zero.value, (bool,))
-            call = ast.Call(call.func, call.args, [k for k in call.keywords if k is not zero])
         if fn == "alloc_var":
             self.kwargs(call, set())
             return self.add_buffer(node, Buffer(name, (), self.dtype_arg(

@@ -108,6 +108,9 @@ def _body(em: Emitter, w: Writer, body) -> None:
 def _versioned(em, w: Writer, s: Versioned) -> None:
     """`if cond and <apart>: body else: fallback`; the body's global accesses unchecked
     (the pass that made it proved them in range wherever the body runs)."""
+    if not isinstance(em, CheckedEmitter):
+        raise LoweringError("a versioned region outside a T.Kernel block: expected it "
+                            "among a launch's statements", loc=s.loc)
     conds = [em.expr(s.cond)] if s.cond != Const(True, s.cond.dtype) else []
     conds += [f"_apart({em.ref(a).name}, {em.ref(b).name})" for a, b in s.apart]
     first, last = s.fallback[0].loc, s.fallback[-1].loc
@@ -115,12 +118,10 @@ def _versioned(em, w: Writer, s: Versioned) -> None:
     with w.indent():
         lines = f"{first.line}-{last.line}" if first.line and last.line else "?"
         w.comment(f"lines {lines}: the {s.by} pass's version (jit/passes/{s.by}.py)", first)
-        saved = getattr(em, "verified", None), getattr(em, "verified_nest", None)
-        if saved[0] is not None:  # a CheckedEmitter: inside a launch
-            em.verified, em.verified_nest = em.verified | _global_accesses(s.body), True
+        saved = em.verified, em.verified_nest
+        em.verified, em.verified_nest = em.verified | _global_accesses(s.body), True
         _body(em, w, s.body)
-        if saved[0] is not None:
-            em.verified, em.verified_nest = saved
+        em.verified, em.verified_nest = saved
     w.line("else:")
     with w.indent():
         _body(em, w, s.fallback)

@@ -85,10 +85,8 @@ class Run:
     loop: For
     regions: list  # global Regions (tiles, vectors) that must lie inside their arrays
     apart: list  # (read, written) global Buffers that must not overlap
-    empty: list  # guarded loops (jit/guards.py) whose ranges must be empty
+    empty: list  # guarded loops (jit/passes/guards.py) whose ranges must be empty
     full: list  # guarded loops whose ranges must be the whole loop (selects taken as true)
-    verified: set  # (buffer, indices) of global element accesses the regions prove
-    ranges: dict  # fresh variable name -> (lo, hi)
 
 
 # ------------------------------------------------------------------ expressions
@@ -137,15 +135,6 @@ def _stmt_loads(s):
     elif isinstance(s, Reduce):
         for r in (s.src, s.dst):
             yield Load(r.buffer, r.starts)
-
-
-def _deep(s, each):
-    """`each` (_stmt_loads or _stmt_stores) of s, through element loops too."""
-    if isinstance(s, For):
-        for t in s.body:
-            yield from _deep(t, each)
-    elif not isinstance(s, Alloc):
-        yield from each(s)
 
 
 def _stmt_stores(s):
@@ -208,7 +197,6 @@ class _Items:
         self.r = Var(_fresh("r"), int32)
         self.regions: list[Region] = []  # global regions of the copies
         self.accs: list[Buffer] = []
-        self.ranges: dict = {}
         self.gread: set = set()
         self.full: list = []
         self.gwritten: set = set()
@@ -218,13 +206,10 @@ class _Items:
             return False
         if self.rows is None:
             self.rows = n
-            self.ranges[self.r.name] = (0, n - 1)
         return self.rows == n
 
     def _j(self, cols: int) -> Var:
-        j = Var(_fresh("j"), int32)
-        self.ranges[j.name] = (0, cols - 1)
-        return j
+        return Var(_fresh("j"), int32)
 
     def of(self, s):
         if isinstance(s, For):
@@ -787,15 +772,11 @@ def _try(body: tuple, start: int, rest_after: tuple, views: set) -> Run | None:
     loop = For(b.r, Const(0, int32), Const(b.rows, int32), Const(1, int32), ForKind.SERIAL,
                tuple(stmts), loc=body[start].loc)
     # every global access left is a copy's element or a forwarded one, [s0 + r, s1 + j]
-    # with r, j inside the tile: inside the array wherever the regions are
-    verified = {(ld.buffer, ld.indices) for st in stmts for ld in _deep(st, _stmt_loads)
-                if ld.buffer.scope is Scope.GLOBAL}
-    verified |= {(x, idx) for st in stmts for x, idx in _deep(st, _stmt_stores)
-                 if x.scope is Scope.GLOBAL}
+    # with r, j inside the tile: inside the array wherever the regions are (what the
+    # Versioned statement promises its emitter)
     apart = [(g, h) for g in sorted(b.gread, key=lambda x: x.name)
              for h in sorted(b.gwritten, key=lambda x: x.name)]
-    return Run(start, stop, tuple(hoist), loop, b.regions, apart, empty, b.full, verified,
-               b.ranges)
+    return Run(start, stop, tuple(hoist), loop, b.regions, apart, empty, b.full)
 
 
 def _rename_lets(stmts: list) -> list:
