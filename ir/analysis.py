@@ -18,21 +18,16 @@ from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
 from tilepy.ir.ops import OPS, Compute, Op, reference
 from tilepy.ir.stmt import (
     Alloc,
-    AtomicAdd,
-    Copy,
-    Cumsum,
-    Fill,
     For,
-    Gemm,
     If,
     Launch,
     Let,
     PrimFunc,
-    Reduce,
     Store,
     Versioned,
     While,
 )
+from tilepy.ir.tileops import STMTS, TileRules, entry
 from tilepy.ir.types import compute_dtype
 
 
@@ -191,7 +186,11 @@ class _Counter:
         env = dict(env)
         total = Counter()
         for s in stmts:
-            total.update(getattr(self, "s_" + type(s).__name__)(s, env))
+            rules = STMTS[type(s)].tile
+            if rules is not None:
+                total.update(self.tile_op(s, rules, env))
+            else:
+                total.update(getattr(self, "s_" + type(s).__name__)(s, env))
         return total
 
     def elems(self, r: Region, env: dict) -> int:
@@ -222,64 +221,23 @@ class _Counter:
         self.move(t, "write", s.buffer, 1)
         return t
 
-    def s_Copy(self, s: Copy, env: dict) -> Counter:
-        t, n = Counter(), self.elems(s.src, env)
-        self.move(t, "read", s.src, n)
-        self.move(t, "write", s.dst, n)
-        if s.src.dtype != s.dst.dtype:
-            t["ops", "convert"] += n
-        return t
-
-    def s_Fill(self, s: Fill, env: dict) -> Counter:
-        t = Counter()
-        _expr_tally(s.value, t)
-        self.move(t, "write", s.dst, self.elems(s.dst, env))
-        return t
-
-    def s_Gemm(self, s: Gemm, env: dict) -> Counter:
-        a = [int(evaluate(e, env)) for e in s.a.extents]
-        b = [int(evaluate(e, env)) for e in s.b.extents]
-        m, k = a[::-1] if s.transpose_a else a
-        n = b[0] if s.transpose_b else b[1]
-        t = Counter()
-        t["flops", "gemm"] += 2 * m * n * k
-        self.move(t, "read", s.a, m * k)
-        self.move(t, "read", s.b, k * n)
-        if not s.clear_accum:
-            self.move(t, "read", s.c, m * n)
-        self.move(t, "write", s.c, m * n)
-        return t
-
-    def combine(self, t: Counter, what: str, dst: Region, n: int) -> None:
-        t["ops", what] += n
-        if dst.dtype.is_float:
-            t["flops", what] += n
-
-    def s_Reduce(self, s: Reduce, env: dict) -> Counter:
-        t, n, m = Counter(), self.elems(s.src, env), self.elems(s.dst, env)
-        self.move(t, "read", s.src, n)
-        if not s.clear:
-            self.move(t, "read", s.dst, m)
-        self.move(t, "write", s.dst, m)
-        self.combine(t, "reduce", s.dst, n)
-        return t
-
-    def s_Cumsum(self, s: Cumsum, env: dict) -> Counter:
-        t, n = Counter(), self.elems(s.src, env)
-        self.move(t, "read", s.src, n)
-        self.move(t, "write", s.dst, n)
-        self.combine(t, "cumsum", s.dst, n)
-        return t
-
-    def s_AtomicAdd(self, s: AtomicAdd, env: dict) -> Counter:
-        t, m = Counter(), self.elems(s.dst, env)
-        if isinstance(s.value, Region):
-            self.move(t, "read", s.value, m)
-        else:
-            _expr_tally(s.value, t)
-        self.move(t, "read", s.dst, m)
-        self.move(t, "write", s.dst, m)
-        self.combine(t, "atomic_add", s.dst, m)
+    def tile_op(self, s, rules: TileRules, env: dict) -> Counter:
+        """A tile op: the elements of each region it reads (and of each it writes, and
+        reads again when it accumulates), the ops of its expressions, and the work its
+        table entry counts."""
+        d, t = entry(s), Counter()
+        for f in d.reads:
+            x = getattr(s, f)
+            if isinstance(x, Region):
+                self.move(t, "read", x, self.elems(x, env))
+            else:
+                _expr_tally(x, t)
+        for f in d.writes:
+            r = getattr(s, f)
+            if d.updates(s):
+                self.move(t, "read", r, self.elems(r, env))
+            self.move(t, "write", r, self.elems(r, env))
+        t.update(rules.work(s, lambda r: tuple(int(evaluate(e, env)) for e in r.extents)))
         return t
 
     def s_If(self, s: If, env: dict) -> Counter:

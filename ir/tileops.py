@@ -1,5 +1,7 @@
-"""The statement table: per statement kind, its surface name, its display name and which of
-its fields hold the buffers it reads and writes; and where a cleared reduction starts.
+"""The statement table: per statement kind, its surface name, its display name, which of
+its fields hold the buffers it reads and writes and, for a tile op, its call form, its shape
+rule (the verifier's) and its work rule (the flop counts of ir/analysis.py); and where a
+cleared reduction starts.
 
 Passes ask a statement (`s.reads()`, `s.writes()`, `display(s)`) and never keep their own
 lists of kinds; a kind missing here fails the table's test. Says nothing about values.
@@ -38,6 +40,9 @@ def _never(s) -> bool:
     return False
 
 
+Problem = "tuple[str, str | None] | None"  # a shape rule's finding: (message, hint)
+Extents = Callable[[Region], "tuple[int, ...]"]  # a region's extents at given sizes
+
 REQUIRED = object()  # an option the printed form always names and the parser requires
 
 
@@ -68,6 +73,116 @@ class StmtDef:
     updates: Callable[[object], bool] = _never
     internal: bool = False  # made by passes only: no surface form, no front-end binding
     form: Form | None = None  # the call form of a tile op (None: printer/parser methods)
+    tile: "TileRules | None" = None  # a tile op's shape and work rules
+
+
+@dataclass(frozen=True)
+class TileRules:
+    """How the verifier and the analysis treat a tile op beyond its fields' regions and
+    expressions (which they check and count from `reads`/`writes`): `shape(s)` returns
+    (message, hint) when the static extents disagree, else None; `work(s, extents)` the
+    ops it performs as {(category, name): count} (bytes moved are counted from the fields)."""
+
+    shape: Callable[[object], Problem]
+    work: Callable[[object, Extents], dict]
+
+
+def _no_shape(s) -> Problem:
+    return None
+
+
+def _no_work(s, extents: Extents) -> dict:
+    return {}
+
+
+def _copy_shape(s) -> Problem:
+    a, b = s.src.tile_shape(), s.dst.tile_shape()
+    if a is not None and b is not None and a != b:
+        return (f"T.copy shapes differ: source {s.src.buffer.name} tile {a}, destination "
+                f"{s.dst.buffer.name} tile {b}",
+                "the two sides must have the same shape once unit dimensions are dropped")
+    return None
+
+
+def _copy_work(s, extents: Extents) -> dict:
+    if s.src.dtype == s.dst.dtype:
+        return {}
+    return {("ops", "convert"): math.prod(extents(s.src))}
+
+
+def _gemm_shape(s) -> Problem:
+    for r in (s.a, s.b, s.c):
+        if len(r.extents) != 2:
+            return (f"T.gemm operands are 2-d; {r.buffer.name} has {len(r.extents)} "
+                    f"dimension(s)", None)
+    a, b, c = s.a.static_extents(), s.b.static_extents(), s.c.static_extents()
+    if a is None or b is None or c is None:
+        return None
+    (m, k) = a[::-1] if s.transpose_a else a
+    (k2, n) = b[::-1] if s.transpose_b else b
+    if k != k2 or (m, n) != c:
+        return (f"T.gemm shapes do not agree: A {a}{' (transposed)' * s.transpose_a}, "
+                f"B {b}{' (transposed)' * s.transpose_b}, C {c}; expected A (M, K), "
+                f"B (K, N), C (M, N)", "check transpose_A / transpose_B and the tile sizes")
+    return None
+
+
+def _gemm_work(s, extents: Extents) -> dict:
+    a, b = extents(s.a), extents(s.b)
+    m, k = a[::-1] if s.transpose_a else a
+    n = b[0] if s.transpose_b else b[1]
+    return {("flops", "gemm"): 2 * m * n * k}
+
+
+def _dim_problem(s, what: str) -> Problem:
+    n = len(s.src.extents)
+    if not 0 <= s.dim < n:
+        return (f"{what} dim={s.dim} is out of range for a {n}-d source",
+                f"dim must be in [0, {n - 1}]")
+    return None
+
+
+def _reduce_shape(s) -> Problem:
+    what = f"T.reduce_{s.kind.value}"
+    src, dst = s.src.static_extents(), s.dst.static_extents()
+    problem = _dim_problem(s, what)
+    if problem or src is None or dst is None:
+        return problem
+    dropped = src[:s.dim] + src[s.dim + 1:]
+    kept = src[:s.dim] + (1,) + src[s.dim + 1:]
+    if dst not in (dropped, kept):
+        return (f"{what} over dim {s.dim} of {src} gives {dropped} (or {kept}); the "
+                f"destination is {dst}", None)
+    return None
+
+
+def _cumsum_shape(s) -> Problem:
+    src, dst = s.src.static_extents(), s.dst.static_extents()
+    problem = _dim_problem(s, "T.cumsum")
+    if problem is None and src is not None and dst is not None and src != dst:
+        return f"T.cumsum needs equal shapes; got {src} and {dst}", None
+    return problem
+
+
+def _atomic_shape(s) -> Problem:
+    if isinstance(s.value, Region):
+        a, b = s.value.tile_shape(), s.dst.tile_shape()
+        if a is not None and b is not None and a != b:
+            return f"T.atomic_add shapes differ: value tile {a}, destination {b}", None
+    return None
+
+
+def _combines(what: str, dst: Region, n: int) -> dict:
+    """n applications of a tile op's combining op (+, max, ...) into dst: ops, and flops
+    when dst holds floats."""
+    out = {("ops", what): n}
+    if dst.dtype.is_float:
+        out["flops", what] = n
+    return out
+
+
+def _fold_work(what: str, over: str):
+    return lambda s, extents: _combines(what, s.dst, math.prod(extents(getattr(s, over))))
 
 
 STMTS: dict[type, StmtDef] = {
@@ -75,22 +190,27 @@ STMTS: dict[type, StmtDef] = {
     Let: StmtDef("name = expr", "a binding", reads=("value",)),
     Store: StmtDef("buf[i, j] = v", "a store", reads=("indices", "value"), writes=("buffer",)),
     Copy: StmtDef("T.copy", "T.copy", reads=("src",), writes=("dst",),
-                  form=Form(("src", "dst"))),
-    Fill: StmtDef("T.fill", "T.fill", reads=("value",), writes=("dst",)),
+                  form=Form(("src", "dst")), tile=TileRules(_copy_shape, _copy_work)),
+    Fill: StmtDef("T.fill", "T.fill", reads=("value",), writes=("dst",),
+                  tile=TileRules(_no_shape, _no_work)),
     Gemm: StmtDef("T.gemm", "T.gemm", reads=("a", "b"), writes=("c",),
                   updates=lambda s: not s.clear_accum,
                   form=Form(("a", "b", "c"), (("transpose_A", "transpose_a", False),
                                               ("transpose_B", "transpose_b", False),
-                                              ("clear_accum", "clear_accum", False)))),
+                                              ("clear_accum", "clear_accum", False))),
+                  tile=TileRules(_gemm_shape, _gemm_work)),
     Reduce: StmtDef("T.reduce_{kind}", "T.reduce_{kind}", reads=("src",), writes=("dst",),
                     updates=lambda s: not s.clear,
                     form=Form(("src", "dst"), (("dim", "dim", REQUIRED),
-                                               ("clear", "clear", True)))),
+                                               ("clear", "clear", True))),
+                    tile=TileRules(_reduce_shape, _fold_work("reduce", "src"))),
     Cumsum: StmtDef("T.cumsum", "T.cumsum", reads=("src",), writes=("dst",),
                     form=Form(("src", "dst"), (("dim", "dim", REQUIRED),
-                                               ("reverse", "reverse", False)))),
+                                               ("reverse", "reverse", False))),
+                    tile=TileRules(_cumsum_shape, _fold_work("cumsum", "src"))),
     AtomicAdd: StmtDef("T.atomic_add", "T.atomic_add", reads=("value",), writes=("dst",),
-                       updates=lambda s: True, form=Form(("dst", "value"))),
+                       updates=lambda s: True, form=Form(("dst", "value")),
+                       tile=TileRules(_atomic_shape, _fold_work("atomic_add", "dst"))),
     For: StmtDef("for", "a loop", reads=("start", "stop", "step")),
     If: StmtDef("if", "an if", reads=("cond",)),
     While: StmtDef("while", "a while loop", reads=("cond",)),

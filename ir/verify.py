@@ -7,6 +7,7 @@ compare static extents only; symbolic extents are the backends' business at run 
 
 from __future__ import annotations
 
+import functools
 import keyword
 import math
 from dataclasses import dataclass, field
@@ -20,24 +21,18 @@ from tilepy.ir.ops import CASTS, Op, result_dtype
 from tilepy.ir.printer import format_shape
 from tilepy.ir.stmt import (
     Alloc,
-    AtomicAdd,
     Breakpoint,
-    Copy,
-    Cumsum,
-    Fill,
     For,
-    Gemm,
     If,
     Launch,
     Let,
     PrimFunc,
     Print,
-    Reduce,
     Store,
     Versioned,
     While,
 )
-from tilepy.ir.tileops import display
+from tilepy.ir.tileops import STMTS, TileRules, display, entry
 from tilepy.ir.types import Scope, int32
 from tilepy.precision import rounding
 
@@ -214,7 +209,10 @@ class _Verifier:
     def body(self, body, env: _Env) -> None:
         for s in body:
             handler = getattr(self, "s_" + type(s).__name__, None)
-            if handler is None:
+            rules = STMTS[type(s)].tile if type(s) in STMTS else None
+            if rules is not None:
+                handler = functools.partial(self.tile_op, rules=rules)
+            elif handler is None:
                 self.fail(self.func.loc, f"{type(s).__name__} is not an IR statement")
             if not env.in_launch and not isinstance(s, (Launch, Let)):
                 self.fail(s.loc, f"{display(s)} outside a T.Kernel block",
@@ -247,70 +245,26 @@ class _Verifier:
         self.access(s.buffer, s.indices, env, s.loc)
         self.expr(s.value, env, s.loc)
 
-    def s_Copy(self, s: Copy, env: _Env) -> None:
-        self.region(s.src, env, s.loc)
-        self.region(s.dst, env, s.loc)
-        a, b = s.src.tile_shape(), s.dst.tile_shape()
-        if a is not None and b is not None and a != b:
-            self.fail(s.loc, f"T.copy shapes differ: source {s.src.buffer.name} tile {a}, "
-                             f"destination {s.dst.buffer.name} tile {b}",
-                      "the two sides must have the same shape once unit dimensions are dropped")
+    def tile_op(self, s, env: _Env, rules: TileRules) -> None:
+        """A tile op: each field it reads or writes (regions, buffers, expressions), then
+        its table entry's shape rule."""
+        d = entry(s)
+        for f in (*d.reads, *d.writes):
+            self.operand(getattr(s, f), env, s.loc)
+        problem = rules.shape(s)
+        if problem is not None:
+            self.fail(s.loc, *problem)
 
-    def s_Fill(self, s: Fill, env: _Env) -> None:
-        self.region(s.dst, env, s.loc)
-        self.expr(s.value, env, s.loc)
-
-    def s_Gemm(self, s: Gemm, env: _Env) -> None:
-        for r in (s.a, s.b, s.c):
-            self.region(r, env, s.loc)
-            if len(r.extents) != 2:
-                self.fail(s.loc, f"T.gemm operands are 2-d; {r.buffer.name} has "
-                                 f"{len(r.extents)} dimension(s)")
-        a, b, c = s.a.static_extents(), s.b.static_extents(), s.c.static_extents()
-        if a is None or b is None or c is None:
-            return
-        (m, k) = a[::-1] if s.transpose_a else a
-        (k2, n) = b[::-1] if s.transpose_b else b
-        if k != k2 or (m, n) != c:
-            self.fail(s.loc, f"T.gemm shapes do not agree: A {a}{' (transposed)' * s.transpose_a}"
-                             f", B {b}{' (transposed)' * s.transpose_b}, C {c}; expected "
-                             f"A (M, K), B (K, N), C (M, N)",
-                      "check transpose_A / transpose_B and the tile sizes")
-
-    def reduce_dims(self, s, env: _Env, what: str) -> None:
-        self.region(s.src, env, s.loc)
-        self.region(s.dst, env, s.loc)
-        n = len(s.src.extents)
-        if not 0 <= s.dim < n:
-            self.fail(s.loc, f"{what} dim={s.dim} is out of range for a {n}-d source",
-                      f"dim must be in [0, {n - 1}]")
-
-    def s_Reduce(self, s: Reduce, env: _Env) -> None:
-        self.reduce_dims(s, env, f"T.reduce_{s.kind.value}")
-        src, dst = s.src.static_extents(), s.dst.static_extents()
-        if src is None or dst is None:
-            return
-        dropped = src[:s.dim] + src[s.dim + 1:]
-        kept = src[:s.dim] + (1,) + src[s.dim + 1:]
-        if dst not in (dropped, kept):
-            self.fail(s.loc, f"T.reduce_{s.kind.value} over dim {s.dim} of {src} gives "
-                             f"{dropped} (or {kept}); the destination is {dst}")
-
-    def s_Cumsum(self, s: Cumsum, env: _Env) -> None:
-        self.reduce_dims(s, env, "T.cumsum")
-        src, dst = s.src.static_extents(), s.dst.static_extents()
-        if src is not None and dst is not None and src != dst:
-            self.fail(s.loc, f"T.cumsum needs equal shapes; got {src} and {dst}")
-
-    def s_AtomicAdd(self, s: AtomicAdd, env: _Env) -> None:
-        self.region(s.dst, env, s.loc)
-        if isinstance(s.value, Region):
-            self.region(s.value, env, s.loc)
-            a, b = s.value.tile_shape(), s.dst.tile_shape()
-            if a is not None and b is not None and a != b:
-                self.fail(s.loc, f"T.atomic_add shapes differ: value tile {a}, destination {b}")
+    def operand(self, x, env: _Env, loc: Loc) -> None:
+        if isinstance(x, Region):
+            self.region(x, env, loc)
+        elif isinstance(x, Buffer):
+            self.use(x, env, loc)
+        elif isinstance(x, tuple):
+            for y in x:
+                self.operand(y, env, loc)
         else:
-            self.expr(s.value, env, s.loc)
+            self.expr(x, env, loc)
 
     def s_For(self, s: For, env: _Env) -> None:
         for e, what in ((s.start, "start"), (s.stop, "stop"), (s.step, "step")):

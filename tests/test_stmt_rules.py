@@ -70,6 +70,7 @@ def registries() -> dict[str, dict]:
     text, ir_text = LANGUAGE_MD.read_text(), IR_MD.read_text()
     bound = {k for k in tileops.STMTS if not tileops.STMTS[k].internal
              and all(hasattr(T, n[2:]) for n in _names(k) if re.fullmatch(r"T\.\w+", n))}
+    tile = {k: d.tile for k, d in tileops.STMTS.items() if d.tile}  # shape and work rules
     return {
         "interpreter rule (interpreter/control.py)": dict(control._EXEC),
         "JIT emitter (jit/lower.py)": {**lower._TILE, **lower._STMT},
@@ -77,8 +78,8 @@ def registries() -> dict[str, dict]:
                                          **{k: d.form for k, d in tileops.STMTS.items()
                                             if d.form}},
         "parser form (ir/parser.py)": _parser_forms(),
-        "verifier rule (ir/verify.py)": _by_method(verify._Verifier, "s_"),
-        "flop/byte rule (ir/analysis.py)": _by_method(analysis._Counter, "s_"),
+        "verifier rule (ir/verify.py)": {**_by_method(verify._Verifier, "s_"), **tile},
+        "flop/byte rule (ir/analysis.py)": {**_by_method(analysis._Counter, "s_"), **tile},
         "front-end binding (tilepy/language.py)": dict.fromkeys(bound),
         "docs/language.md entry": {k: True for k in tileops.STMTS if _documented(text, k)},
         "docs/ir.md entry": {k: True for k in tileops.STMTS
