@@ -412,18 +412,41 @@ class _Parser:
         return If(cond, self.body(n.body), self.body(n.orelse), loc=self.loc(n))
 
     def versioned(self, n: ast.If) -> Versioned:
-        """`if T.versioned(cond, apart=[(A, B), ...], by="pass"): body else: fallback`."""
+        """`if T.versioned(cond, apart=[(A, B), ...], inbounds=[A[i, j], B[0:4, k:k + 8]],
+        by="pass"): body else: fallback`."""
         call = n.test
         (cond,) = self.nargs(call, 1, 1)
-        kw = self.kwargs(call, {"apart", "by"})
+        kw = self.kwargs(call, {"apart", "inbounds", "by"})
         pairs = kw.get("apart")
         if not isinstance(pairs, ast.List) or not all(
                 isinstance(p, ast.Tuple) and len(p.elts) == 2 for p in pairs.elts):
             raise self.error(call, "expected apart=[(A, B), ...]")
         apart = tuple((self.buffer(p.elts[0]), self.buffer(p.elts[1])) for p in pairs.elts)
         by = self.literal(kw["by"], (str,)) if "by" in kw else ""
-        return Versioned(self.expr(cond), apart, self.body(n.body), self.body(n.orelse), by,
-                         loc=self.loc(n))
+        accesses = kw.get("inbounds", ast.List(elts=[]))
+        if not isinstance(accesses, ast.List):
+            raise self.error(call, "expected inbounds=[A[i, j], B[a:b, c:d], ...]")
+        before = dict(self.vars), dict(self.buffers)
+        body = self.body(n.body)  # the two versions may bind the same names: one runs
+        bound = dict(self.vars), dict(self.buffers)
+        self.vars, self.buffers = dict(before[0]), dict(before[1])
+        fallback = self.body(n.orelse)
+        self.vars.update(bound[0])
+        self.buffers.update(bound[1])
+        inbounds = tuple(self.access(x) for x in accesses.elts)  # the body's names
+        return Versioned(self.expr(cond), apart, body, fallback, by, inbounds, loc=self.loc(n))
+
+    def access(self, node: ast.AST):
+        """An element access `A[i, j]` (a Load) or a region `A[a:b, c:d]` / `A`."""
+        if isinstance(node, ast.Name) or isinstance(node, ast.Subscript) and any(
+                isinstance(x, ast.Slice) for x in (
+                    node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])):
+            return self.region(node)
+        e = self.expr(node)
+        if not isinstance(e, Load):
+            raise self.error(node, f"expected an element access or a region; got "
+                                   f"{ast.unparse(node)!r}")
+        return e
 
     def st_While(self, n: ast.While):
         if n.orelse:

@@ -158,6 +158,11 @@ def format_region(r: Region) -> str:
     return f"{r.buffer.name}[{', '.join(parts) if parts else '()'}]"
 
 
+def format_access(x: Load | Region) -> str:
+    """An element access as an expression, a region as `format_region` writes it."""
+    return format_region(x) if isinstance(x, Region) else format_expr(x)
+
+
 def format_shape(shape) -> str:
     if len(shape) == 1:
         return f"({_expr(shape[0])[0]},)"
@@ -355,8 +360,10 @@ class _Printer:
 
     def s_Versioned(self, s: Versioned, d: int) -> None:
         apart = ", ".join(f"({a.name}, {b.name})" for a, b in s.apart)
-        self.emit(d, f'if T.versioned({format_expr(s.cond)}, apart=[{apart}], by="{s.by}"):',
-                  s.loc)
+        inb = ", ".join(format_access(x) for x in s.inbounds)
+        inb = f", inbounds=[{inb}]" if s.inbounds else ""
+        self.emit(d, f'if T.versioned({format_expr(s.cond)}, apart=[{apart}]{inb}, '
+                     f'by="{s.by}"):', s.loc)
         self.body(s.body, d + 1)
         self.emit(d, "else:")
         self.body(s.fallback, d + 1)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from tilepy.ir.errors import NOLOC, Loc
-from tilepy.ir.expr import Buffer, Expr, Region, Var
+from tilepy.ir.expr import Buffer, Expr, Load, Region, Var
 
 Body = tuple["Stmt", ...]
 
@@ -227,14 +227,16 @@ class Versioned(_Stmt):
     """Two versions of the same statements, made by a pass (never by the front end):
     `body` runs where `cond` holds and no pair of `apart` shares memory, `fallback`
     elsewhere. The pass that makes it guarantees that both compute the same values and
-    that every global element access of `body` is in range wherever `body` runs; `by`
-    names that pass."""
+    that each access of `body` listed in `inbounds` (a global element access `A[i, j]`,
+    load or store, as a Load; a tile op's global region as the Region) is in range
+    wherever `body` runs, so the JIT runs those unchecked; `by` names that pass."""
 
     cond: Expr
     apart: tuple[tuple[Buffer, Buffer], ...]
     body: Body
     fallback: Body
     by: str
+    inbounds: tuple[Load | Region, ...] = ()
     loc: Loc = _loc()
 
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from tilepy.ir.expr import Buffer, Region, loads
+from tilepy.ir.expr import Buffer, Load, Region, loads
 from tilepy.ir.stmt import (
     Alloc,
     AtomicAdd,
@@ -32,8 +32,9 @@ from tilepy.ir.stmt import (
     Store,
     Versioned,
     While,
+    walk,
 )
-from tilepy.ir.types import DType
+from tilepy.ir.types import DType, Scope
 
 
 def _never(s) -> bool:
@@ -283,6 +284,38 @@ def writes(s) -> tuple[Buffer, ...]:
         w = getattr(s, f)
         out.append(w.buffer if isinstance(w, Region) else w)
     return tuple(out)
+
+
+def global_accesses(body) -> tuple[Load | Region, ...]:
+    """The global accesses of a body and of the bodies in it, in program order, each once:
+    element loads and stores as Loads (`A[i, j]`), tile ops' regions as Regions (what a
+    Versioned statement's `inbounds` lists)."""
+    out: dict = {}
+
+    def expr(e) -> None:
+        for ld in loads(e):
+            if ld.buffer.scope is Scope.GLOBAL:
+                out[ld] = None
+
+    for s in walk(body):
+        d = entry(s)
+        for f in (*d.reads, *d.writes):
+            for x in _items(getattr(s, f)):
+                if isinstance(x, Region):
+                    for e in x.starts + x.extents:
+                        expr(e)
+                    if x.buffer.scope is Scope.GLOBAL:
+                        out[x] = None
+                elif isinstance(x, Buffer):  # a Store's target (T.print's buffers: whole)
+                    if f in d.writes and x.scope is Scope.GLOBAL:
+                        out[Load(x, s.indices)] = None
+                else:
+                    expr(x)
+    return tuple(out)
+
+
+def _items(x) -> tuple:
+    return x if isinstance(x, tuple) else () if x is None else (x,)
 
 
 def written_regions(s) -> tuple[Region, ...]:

@@ -18,7 +18,7 @@ import numpy as np
 from tilepy.ir.errors import Loc, TileTypeError, VerifyError
 from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
 from tilepy.ir.ops import CASTS, Op, result_dtype
-from tilepy.ir.printer import format_shape
+from tilepy.ir.printer import format_access, format_shape
 from tilepy.ir.stmt import (
     Alloc,
     Breakpoint,
@@ -32,7 +32,7 @@ from tilepy.ir.stmt import (
     Versioned,
     While,
 )
-from tilepy.ir.tileops import STMTS, TileRules, display, entry
+from tilepy.ir.tileops import STMTS, TileRules, display, entry, global_accesses
 from tilepy.ir.types import Scope, int32
 from tilepy.precision import rounding
 
@@ -295,8 +295,26 @@ class _Verifier:
                 self.use(x, env, s.loc)
                 if x.root.scope is not Scope.GLOBAL:
                     self.fail(s.loc, f"apart() takes global buffers; got {x.name} ({x.scope})")
+        body = set(global_accesses(s.body))
+        for x in s.inbounds:  # accesses of the body, verified with it
+            if x not in body:
+                self.fail(s.loc, f"inbounds lists {format_access(x)}, which is not a global "
+                                 f"access of the versioned body",
+                          "list the body's global element accesses and tile-op regions")
+        self.alternatives(s, env)
+
+    def alternatives(self, s: Versioned, env: _Env) -> None:
+        """body, then fallback: only one of them runs, so a name each binds to the same
+        thing (a nest the versioning pass copied) is bound once."""
+        before = dict(self.names)
         self.body(s.body, env.child())
+        after_body, self.names = self.names, before
         self.body(s.fallback, env.child())
+        for name, thing in after_body.items():
+            if self.names.get(name, thing) != thing:
+                self.fail(s.loc, f"the name {name!r} is bound to different things in the two "
+                                 f"versions of {display(s)}", "give each its own name")
+            self.names[name] = thing
 
     def s_While(self, s: While, env: _Env) -> None:
         self.cond(s.cond, env, s.loc, "a while")

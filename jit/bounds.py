@@ -184,8 +184,7 @@ class CheckedEmitter(Emitter):
     faults: Faults | None = None
     logs: dict = field(default_factory=dict)
     origin: dict = field(default_factory=dict)  # source text -> the IR expr it came from
-    verified: set = field(default_factory=set)  # (buffer, indices) proven in range here
-    verified_nest: bool = False  # inside a nest emitted by jit/versioning.py
+    verified: set = field(default_factory=set)  # accesses a Versioned proved in range here
     fusion: dict = field(default_factory=dict)  # (id(body), start) -> jit/passes/fusion.py Run
 
     @classmethod
@@ -225,7 +224,7 @@ class CheckedEmitter(Emitter):
         return super().store(buf, idx, value, guarded)
 
     def global_load(self, e: Load) -> str:
-        """A global element load: unchecked where jit/versioning.py bounded it, else the
+        """A global element load: unchecked where a Versioned's `inbounds` lists it, else the
         safe value outside the array (strict mode: 0 and a recorded fault)."""
         idx = [self.expr(i) for i in e.indices]
         if (e.buffer, e.indices) in self.verified:
@@ -240,7 +239,7 @@ class CheckedEmitter(Emitter):
 
     def element_store(self, buf: Buffer, idx: list[str], value: str) -> list[str]:
         """`buf[i, j] = v` (a Store statement; every index came from `expr`). Into a
-        global array: unchecked where jit/versioning.py bounded it, else checked (a write
+        global array: unchecked where a Versioned's `inbounds` lists it, else checked (a write
         outside is a recorded fault); tile ops' global edge tiles are clipped instead."""
         if self.ref(buf).kind != "global" or self.faults is None:
             return self.store(buf, idx, value)

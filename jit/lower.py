@@ -8,11 +8,10 @@ Python forms; tile ops go to tiles.py / gemm.py.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from tilepy.ir.errors import LoweringError
-from tilepy.ir.expr import Buffer, Const, Load, Region
+from tilepy.ir.expr import Buffer, Const, Region
 from tilepy.ir.stmt import (
     Alloc,
     AtomicAdd,
@@ -21,7 +20,6 @@ from tilepy.ir.stmt import (
     Cumsum,
     Fill,
     For,
-    ForKind,
     Gemm,
     If,
     Launch,
@@ -32,11 +30,10 @@ from tilepy.ir.stmt import (
     Store,
     Versioned,
     While,
-    walk,
 )
 from tilepy.ir.tileops import display
 from tilepy.ir.types import Scope, compute_dtype
-from tilepy.jit import atomics, passes, versioning
+from tilepy.jit import atomics, passes
 from tilepy.jit.bounds import CheckedEmitter, Faults, var_ranges
 from tilepy.jit.faults import FAULT_COLS
 from tilepy.jit.gemm import emit_gemm
@@ -106,7 +103,7 @@ def _body(em: Emitter, w: Writer, body) -> None:
 
 
 def _versioned(em, w: Writer, s: Versioned) -> None:
-    """`if cond and <apart>: body else: fallback`; the body's global accesses unchecked
+    """`if cond and <apart>: body else: fallback`; the body's `inbounds` accesses unchecked
     (the pass that made it proved them in range wherever the body runs)."""
     if not isinstance(em, CheckedEmitter):
         raise LoweringError("a versioned region outside a T.Kernel block: expected it "
@@ -118,44 +115,19 @@ def _versioned(em, w: Writer, s: Versioned) -> None:
     with w.indent():
         lines = f"{first.line}-{last.line}" if first.line and last.line else "?"
         w.comment(f"lines {lines}: the {s.by} pass's version (jit/passes/{s.by}.py)", first)
-        saved = em.verified, em.verified_nest
-        em.verified, em.verified_nest = em.verified | _global_accesses(s.body), True
+        saved = em.verified
+        em.verified = em.verified | _proven(s.inbounds)
         _body(em, w, s.body)
-        em.verified, em.verified_nest = saved
+        em.verified = saved
     w.line("else:")
     with w.indent():
         _body(em, w, s.fallback)
 
 
-def _global_accesses(body) -> set:
-    """(buffer, indices) of the global element loads and stores in body, and (buffer,
-    starts) of its tile ops' global regions: what bounds.py and tiles.py look up."""
-    out = set()
-
-    def expr(e):
-        if isinstance(e, Load):
-            if e.buffer.scope is Scope.GLOBAL:
-                out.add((e.buffer, e.indices))
-            for i in e.indices:
-                expr(i)
-        elif hasattr(e, "args"):
-            for a in e.args:
-                expr(a)
-
-    for s in walk(body):
-        for f in dataclasses.fields(s):
-            v = getattr(s, f.name)
-            for x in v if isinstance(v, tuple) else (v,):
-                if isinstance(x, Region):
-                    if x.buffer.scope is Scope.GLOBAL:
-                        out.add((x.buffer, x.starts))
-                    for e in x.starts + x.extents:
-                        expr(e)
-                elif not isinstance(x, (tuple, Buffer)) and hasattr(x, "dtype"):
-                    expr(x)
-        if isinstance(s, Store) and s.buffer.scope is Scope.GLOBAL:
-            out.add((s.buffer, s.indices))
-    return out
+def _proven(inbounds) -> set:
+    """The keys bounds.py and tiles.py look accesses up by: (buffer, indices) of an element
+    access, the Region of a tile op's."""
+    return {x if isinstance(x, Region) else (x.buffer, x.indices) for x in inbounds}
 
 
 def _stmt(em: Emitter, w: Writer, s) -> None:
@@ -310,21 +282,6 @@ def _store(em: Emitter, w: Writer, s: Store) -> None:
 
 
 def _for(em: Emitter, w: Writer, s: For) -> None:
-    if s.kind is ForKind.PARALLEL and getattr(em, "faults", None) and not em.verified_nest:
-        p = versioning.plan(em, w, s)
-        if p is not None:  # two copies of the nest (jit/versioning.py)
-            cond, verified = p
-            w.line(f"if {cond}:")
-            with w.indent():
-                w.line("# every bounded global index of the nest is in range: unchecked")
-                em.verified, em.verified_nest = verified, True
-                _loop(em, w, s)
-            w.line("else:")
-            with w.indent():
-                em.verified = set()
-                _loop(em, w, s)
-            em.verified_nest = False
-            return
     _loop(em, w, s)
 
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 from tilepy.ir.errors import ArgumentError
 from tilepy.ir.stmt import PrimFunc
-from tilepy.jit.passes import fusion, guards, hoist, initfill
+from tilepy.jit.passes import fusion, guards, hoist, initfill, versioning
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("hoist", hoist.run, "loop-invariant element loads read once before their loop"),
     Pass("guards", guards.run, "a loop whose body is one `if` on its variable runs the "
          "if's range"),
+    Pass("versioning", versioning.run, "an outermost T.Parallel nest whose global indices "
+         "can be bounded runs unchecked where the bounds lie inside the arrays"),
 )
 NAMES = tuple(p.name for p in PIPELINE)
 

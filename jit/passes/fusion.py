@@ -30,6 +30,7 @@ from tilepy.ir.stmt import (
     While,
     walk,
 )
+from tilepy.ir.tileops import global_accesses
 from tilepy.ir.types import Scope, bool_, compute_dtype, int32, int64
 from tilepy.jit.passes.guards import as_int64 as _i64
 from tilepy.jit.passes.guards import narrowed
@@ -811,8 +812,9 @@ def _apply(body: tuple, runs: dict) -> tuple:
     while k < len(body):
         r = runs.get((id(body), k))
         if r is not None:
-            out.append(Versioned(_condition(r), tuple(r.apart), r.hoisted + (r.loop,),
-                                 body[r.start:r.stop], "fusion", loc=body[r.start].loc))
+            fused = r.hoisted + (r.loop,)  # its global accesses are those _condition bounds
+            out.append(Versioned(_condition(r), tuple(r.apart), fused, body[r.start:r.stop],
+                                 "fusion", global_accesses(fused), loc=body[r.start].loc))
             k = r.stop
             continue
         out.append(with_bodies(body[k], lambda b: _apply(b, runs)))

@@ -181,7 +181,7 @@ def proven():
 def test_proven_accesses_are_unchecked_and_data_dependent_ones_are_checked():
     func = cached(proven)().func
     src = jit.source(func)
-    # only u[perm[i], j], once in each copy of its nest (jit/versioning.py)
+    # only u[perm[i], j], once in each copy of its nest (jit/passes/versioning.py)
     assert src.count("_ck2(") == src.count("u[_ck2(") == 2
     assert "_region(" not in src  # whole-tile copies into local buffers: proven
     rng = np.random.default_rng(2)

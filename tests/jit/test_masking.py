@@ -63,7 +63,7 @@ def rows():
 
 def test_the_in_range_copy_stays_unchecked_and_ragged_sizes_run():
     src = jit.source(rows().func)
-    fast, slow = src.split("# every bounded global index of the nest is in range")[1].split(
+    fast, slow = src.split("the versioning pass's version")[1].split(
         "else:", 1)
     assert "_ld1" not in fast and "_in1" not in fast  # unchecked, vectorisable
     assert "_ld1(X" in slow and "_in1(Y" in slow and "_gld" not in src

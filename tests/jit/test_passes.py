@@ -15,10 +15,15 @@ from hypothesis import strategies as st
 
 import tilepy.jit as jit
 from tests.jit.oracle import assert_same_bits
+from tests.jit.test_versioning import _arrays as _bias_arrays
+from tests.jit.test_versioning import bias_rows
 from tests.strategies import FAMILY_SIZE, arrays, program
 from tilepy.errors import ArgumentError
 from tilepy.interpreter import run as interp_run
 from tilepy.ir import verify
+from tilepy.ir.errors import VerifyError
+from tilepy.ir.parser import parse
+from tilepy.ir.printer import format_access
 from tilepy.ir.stmt import Alloc, Let, Versioned, walk
 from tilepy.jit import passes
 from tilepy.kernels import layernorm, rmsnorm, row_reduce, softmax
@@ -82,7 +87,7 @@ def test_each_pass_fires_on_the_row_kernels():
                for s in walk(snaps["hoist"].body))
     snaps = dict(passes.snapshots(LIBRARY["softmax"]().func))  # its edge mask `if j >= N`
     assert str(snaps["guards"]) != str(snaps["hoist"])
-    assert passes.run(func) is not func and passes.NAMES[-1] == "guards"
+    assert passes.run(func) is not func and passes.NAMES[-1] == "versioning"
 
 
 @pytest.mark.parametrize("name", ["softmax", "layernorm"])
@@ -105,12 +110,28 @@ def test_ir_after_shows_a_pass_and_names_the_passes_on_a_typo():
     assert "T.versioned(" not in k.ir_after("fusion")  # exact mode does not fuse
     assert "zero_fill=False" in k.ir_after("initfill")
     with pytest.raises(ArgumentError, match="no JIT pass named 'fusio'; expected one of "
-                                            "initfill, fusion, hoist, guards"):
+                                            "initfill, fusion, hoist, guards, versioning"):
         k.ir_after("fusio")
 
 
 def test_printed_ir_after_the_pipeline_parses_back():
-    from tilepy.ir.parser import parse
-
     after = passes.run(LIBRARY["layernorm"]().func, fuse=True)
     assert parse(str(after)) == after
+
+
+
+def test_the_versioning_pass_versions_a_bounded_nest_and_keeps_its_bits():
+    func = bias_rows().func  # element accesses of X, B, Z in a T.Parallel nest
+    for m, n in ((8, 16), (13, 37)):
+        _same_at_every_prefix(func, _bias_arrays(m, n), {"m": m, "n": n})
+    after = passes.run(func)
+    (v,) = [s for s in walk(after.body) if isinstance(s, Versioned)]
+    assert v.by == "versioning" and v.body == v.fallback
+    # X[P[i], ...] is data-dependent: checked in both copies, so not listed
+    assert sorted(format_access(x) for x in v.inbounds) == [
+        "B[bx * 16 + j]", "P[i]", "X[r, bx * 16 + j]", "Z[r, bx * 16 + j]"]
+    text = str(after)  # two copies of the nest bind the same names; it parses back
+    assert parse(text) == after
+    with pytest.raises(VerifyError, match=r"inbounds lists X\[0, 0\], which is not a "
+                                          r"global access of the versioned body"):
+        verify(parse(text.replace("inbounds=[", "inbounds=[X[0, 0], ", 1)))

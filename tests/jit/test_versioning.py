@@ -1,4 +1,4 @@
-"""Loop versioning of global bounds checks (jit/versioning.py): a T.Parallel nest whose
+"""Loop versioning of global bounds checks (jit/passes/versioning.py): a T.Parallel nest whose
 global indices can be bounded runs unchecked when the bounds lie inside the arrays, and
 checked (strict mode) or masked (the default, TileLang's rule) otherwise; either way the
 bits equal the interpreter's, and in strict mode every out-of-range access raises as the
@@ -21,11 +21,12 @@ from tilepy.interpreter import run as interp_run
 from tilepy.jit.faults import CompiledBoundsError
 
 cached = functools.lru_cache(maxsize=None)
+_MARK = "the versioning pass's version (jit/passes/versioning.py)"  # the unchecked copy's comment
 
 
 def _nests(src: str) -> tuple[str, str]:
     """The unchecked and the checked copy of the (only) versioned nest in `src`."""
-    head, rest = src.split("# every bounded global index of the nest is in range", 1)
+    head, rest = src.split(_MARK, 1)
     fast, slow = rest.split("\n    else:\n", 1)
     return fast, slow.split("\n\n")[0]
 
@@ -132,7 +133,7 @@ def test_an_index_that_wraps_in_its_dtype_is_never_unchecked():
     # an unchecked load would read from X's end. The nest's test sees the int8 range.
     func = narrow_index().func
     src = jit.source(func, strict=True)
-    assert "<= 127" in src.split("# every bounded global index")[0]  # the int8 range
+    assert "<= 127)" in src.split(_MARK)[0]  # the int8 range, in the nest's test
     x = np.arange(256, dtype=np.float32)
     with pytest.raises(OutOfBoundsError) as want:
         interp_run(func, dict(X=x, Y=np.zeros(64, np.float32)), {}, strict=True)
@@ -165,7 +166,7 @@ def test_an_if_on_the_index_bounds_the_access_under_it(n, m):
     # X[g] is inside X wherever the `if` lets it run; X[i % 5] lies in [0, 4]
     assert "_gld" not in fast and "_gin" not in fast
     assert slow.count("_gld") == 2 and slow.count("_gin") == 2
-    assert "4 < X.shape[0]" in src  # X[i % 5] needs 5 elements
+    assert "(4 < np.int64(n))" in src  # X[i % 5] needs 5 elements
     x = np.arange(n, dtype=np.float32)
     a, b = both(guarded_shift().func, dict(X=x, Y=np.zeros(m, np.float32)), {"n": n, "m": m})
     assert_same_bits(a["Y"], b["Y"], f"Y n={n} m={m}")
