@@ -12,7 +12,7 @@ PIN         := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),--upgrade --upgrade-strateg
 WORKERS     ?= 2
 
 .PHONY: demo test test-latest test-oldest test-thorough test-exhaustive lint bench bench-jit \
-	bench-comm clean
+	bench-comm bench-lib clean
 
 $(STAMP): pyproject.toml setup.py $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,9 @@ bench: $(STAMP)
 
 bench-jit: $(STAMP)
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/jit_bench.py
+
+bench-lib: $(STAMP)
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/library_bench.py
 
 bench-comm: $(STAMP)
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY) bench/collectives.py
