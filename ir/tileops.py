@@ -112,6 +112,10 @@ def _copy_work(s, extents: Extents) -> dict:
 
 
 def _gemm_shape(s) -> Problem:
+    if not s.c.dtype.is_float and not (s.c.dtype.is_int and s.a.dtype.is_int and s.b.dtype.is_int):
+        return (f"T.gemm accumulates into {s.c.dtype}; mixing integer and float operands "
+                f"is not supported", "accumulate into a float fragment, or make A and B "
+                "integers too")
     for r in (s.a, s.b, s.c):
         if len(r.extents) != 2:
             return (f"T.gemm operands are 2-d; {r.buffer.name} has {len(r.extents)} "
@@ -160,8 +164,8 @@ def _reduce_shape(s) -> Problem:
 def _cumsum_shape(s) -> Problem:
     src, dst = s.src.static_extents(), s.dst.static_extents()
     problem = _dim_problem(s, "T.cumsum")
-    if problem is None and src is not None and dst is not None and src != dst:
-        return f"T.cumsum needs equal shapes; got {src} and {dst}", None
+    if problem is None and src != dst:  # a static side and a symbolic one differ too
+        return f"T.cumsum needs src and dst of one shape; got {src} and {dst}", None
     return problem
 
 

@@ -190,7 +190,7 @@ def test_reduce_dim_and_shape():
 def test_cumsum_shapes():
     r1 = Buffer("r1", (c(8),), float32, Scope.FRAGMENT)
     fails(kernel(Alloc(r1), Cumsum(full_region(FR), full_region(r1), 0, loc=HERE)),
-          "equal shapes")
+          "needs src and dst of one shape")
 
 
 def test_alloc_outside_launch():

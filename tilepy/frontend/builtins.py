@@ -17,6 +17,7 @@ from tilepy.frontend.values import StartPoint, describe, operand_region, region_
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import FUNCTIONS, OPS, Op
+from tilepy.ir.tileops import STMTS
 from tilepy.ir.types import Scope, int32
 from tilepy.ir.types import dtype as to_dtype
 
@@ -187,21 +188,21 @@ def _copy(tr, node, loc, name):
     src, dst = region_of(a.operand("src"), loc), region_of(a.operand("dst"), loc)
     src_r = operand_region(src, _extents(dst), loc)
     dst_r = operand_region(dst, src_r.extents, loc)
-    _same_tile(src_r, dst_r, loc)
-    tr.emit(S.Copy(src_r, dst_r, loc=loc))
+    _emit_checked(tr, S.Copy(src_r, dst_r, loc=loc), loc)
 
 
 def _extents(op):
     return op.extents if isinstance(op, Region) else None
 
 
-def _same_tile(a: Region, b: Region, loc: Loc) -> None:
-    sa, sb = a.tile_shape(), b.tile_shape()
-    if sa is not None and sb is not None and sa != sb:
-        raise TileTypeError(
-            f"T.copy needs tiles of one shape: {a.buffer.name} gives {sa}, "
-            f"{b.buffer.name} gives {sb}", loc,
-            hint="dimensions of extent 1 are ignored when the two sides are matched")
+def _emit_checked(tr, s, loc: Loc) -> None:
+    """Emit tile op s after its table entry's shape rule (ir/tileops.py), raised at the
+    user's line."""
+    problem = STMTS[type(s)].tile.shape(s)
+    if problem is not None:
+        message, hint = problem
+        raise TileTypeError(message, loc, hint=hint)
+    tr.emit(s)
 
 
 def _gemm(tr, node, loc, name):
@@ -209,30 +210,8 @@ def _gemm(tr, node, loc, name):
              loc, "T.gemm")
     A, B, C = a.region("A"), a.region("B"), a.region("C")
     ta, tb = bool(a.const("transpose_A", False)), bool(a.const("transpose_B", False))
-    g = S.Gemm(A, B, C, ta, tb, bool(a.const("clear_accum", False)), loc=loc)
-    _check_gemm(g, loc)
-    tr.emit(g)
-
-
-def _check_gemm(g: S.Gemm, loc: Loc) -> None:
-    shapes = [r.tile_shape() for r in (g.a, g.b, g.c)]
-    if any(s is None for s in shapes):
-        return
-    sa, sb, sc = shapes
-    for nm, s in zip("ABC", shapes):
-        if len(s) != 2:
-            raise TileTypeError(f"T.gemm needs 2-d tiles; {nm} is {s}", loc)
-    m, ka = sa[::-1] if g.transpose_a else sa
-    kb, n = sb[::-1] if g.transpose_b else sb
-    if ka != kb or sc != (m, n):
-        raise TileTypeError(
-            f"T.gemm shapes do not agree: A{'^T' if g.transpose_a else ''} is ({m}, {ka}), "
-            f"B{'^T' if g.transpose_b else ''} is ({kb}, {n}), C is {sc}", loc,
-            hint="C must be (M, N) for A (M, K) and B (K, N); check transpose_A/transpose_B")
-    if not g.c.dtype.is_float:
-        if not (g.c.dtype.is_int and g.a.dtype.is_int and g.b.dtype.is_int):
-            raise TileTypeError(f"T.gemm accumulates into {g.c.dtype}; mixing integer and "
-                                "float operands is not supported", loc)
+    _emit_checked(tr, S.Gemm(A, B, C, ta, tb, bool(a.const("clear_accum", False)), loc=loc),
+                  loc)
 
 
 def _fill(tr, node, loc, name):
@@ -253,19 +232,8 @@ def _reduce(tr, node, loc, name):
     if not -rank <= dim < rank:
         raise TileTypeError(f"dim={dim} is out of range for a {rank}-d source", loc)
     dim %= rank
-    _check_reduce_shape(src, dst, dim, loc)
-    tr.emit(S.Reduce(_REDUCE[name], src, dst, dim, bool(a.const("clear", True)), loc=loc))
-
-
-def _check_reduce_shape(src: Region, dst: Region, dim: int, loc: Loc) -> None:
-    se, de = src.static_extents(), dst.static_extents()
-    if se is None or de is None:
-        return
-    want = tuple(e for i, e in enumerate(se) if i != dim)
-    keep = tuple(1 if i == dim else e for i, e in enumerate(se))
-    if de not in (want, keep):
-        raise TileTypeError(f"reducing {src.buffer.name} {se} along dim {dim} gives {want}; "
-                            f"the output {dst.buffer.name} is {de}", loc)
+    _emit_checked(tr, S.Reduce(_REDUCE[name], src, dst, dim, bool(a.const("clear", True)),
+                               loc=loc), loc)
 
 
 def _cumsum(tr, node, loc, name):
@@ -273,10 +241,7 @@ def _cumsum(tr, node, loc, name):
     src = a.region("src")
     dst = a.region("dst") if a.has("dst") and a.value("dst") is not None else src
     dim = int(a.const("dim", 0)) % len(src.extents)
-    if src.static_extents() != dst.static_extents():
-        raise TileTypeError(f"T.cumsum needs src and dst of one shape; got "
-                            f"{src.static_extents()} and {dst.static_extents()}", loc)
-    tr.emit(S.Cumsum(src, dst, dim, bool(a.const("reverse", False)), loc=loc))
+    _emit_checked(tr, S.Cumsum(src, dst, dim, bool(a.const("reverse", False)), loc=loc), loc)
 
 
 def _atomic_add(tr, node, loc, name):
@@ -289,8 +254,7 @@ def _atomic_add(tr, node, loc, name):
         vr = region_of(val, loc)
         vr = operand_region(vr, _extents(dst), loc)
         dst_r = operand_region(dst, vr.extents, loc)
-        _same_tile(vr, dst_r, loc)
-        tr.emit(S.AtomicAdd(dst_r, vr, loc=loc))
+        _emit_checked(tr, S.AtomicAdd(dst_r, vr, loc=loc), loc)
         return
     one = tuple(Const(1, int32) for _ in dst.buffer.shape)
     dst_r = operand_region(dst, one, loc)
