@@ -291,6 +291,9 @@ def _parser() -> argparse.ArgumentParser:
     from tilepy.compat.runner import add_parser  # `tilepy run [--tilelang] PROG.py`
 
     add_parser(sub)
+    from tilepy.profiling.cli import add_parser as add_profile  # `tilepy profile PROG.py`
+
+    add_profile(sub)
     return parser
 
 
