@@ -187,7 +187,12 @@ class TunedKernel:
         return f"<tilepy.autotune {self.owner.__name__} ({len(self.owner.configs)} configs)>"
 
     def build(self, config: dict) -> Kernel:
-        made = self.owner.factory(*self.args, **{**self.kwargs, **config})
+        try:
+            made = self.owner.factory(*self.args, **{**self.kwargs, **config})
+        except TypeError as err:  # a config naming an argument the factory does not take
+            raise TuneError(f"the config {space.label(config)} does not fit "
+                            f"{self.owner.__name__}: {err}",
+                            hint="a config's keys must be arguments of the factory") from None
         if not isinstance(made, Kernel):
             raise TuneError(f"{self.owner.__name__} must return a kernel (@T.prim_func); it "
                             f"returned {type(made).__name__}",
