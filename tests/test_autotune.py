@@ -65,6 +65,8 @@ def test_the_cache_answers_a_new_tuner_and_a_new_shape_or_dtype_tunes_again(db, 
     again = tilepy.autotune(configs={"block": [4, 8]})(affine)().tune(X40)
     assert again.cached and again.config == first.config and not measured
     assert again.key == first.key
+    with tilepy.backend("interp", sanitize=False):  # an option at its default: the same key
+        assert tilepy.autotune(configs={"block": [4, 8]})(affine)().tune(X40).cached
     other = tilepy.autotune(configs={"block": [4, 8]})(affine)().tune(X40[:24].copy())
     assert not other.cached and len(measured) == 2 and other.key != first.key
     with tilepy.backend("py"):  # another backend: another key

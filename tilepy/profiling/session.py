@@ -76,23 +76,30 @@ class Profile:
     `trace`, `roofline`)."""
 
     def __init__(self, roofline=None):
-        self.launches: list[Launch] = []
+        self._raw: list[tuple] = []  # per launch, as cheap to record as possible
+        self._built: list[Launch] = []
         self._origin = time.perf_counter_ns()
         self._roof = roofline
         self._counts: dict = {}
-        self._lock = threading.Lock()
+        self._hook = importlib.import_module("tilepy.backend")
 
     def launch(self, func, arrays: dict, sizes: dict, run) -> None:
         """Run one launch through `run` and record it (the backend hook calls this)."""
-        name, options = importlib.import_module("tilepy.backend").current()
+        chosen = self._hook._current.get()  # what backend.current() reads first
         t0 = time.perf_counter_ns()
         run(func, arrays, sizes)
         t1 = time.perf_counter_ns()
-        tag = name + ("+fast" if options.get("fast") else "")
-        rec = Launch(func.name, tag, t0 - self._origin, (t1 - t0) / 1e9, dict(sizes), func,
-                     threading.get_ident())
-        with self._lock:
-            self.launches.append(rec)
+        self._raw.append((func, chosen, t0, t1, sizes, threading.get_ident()))
+
+    @property
+    def launches(self) -> list[Launch]:
+        """The launches so far, in order (records are made on first access)."""
+        for func, chosen, t0, t1, sizes, thread in self._raw[len(self._built):]:
+            name, options = chosen if chosen is not None else self._hook.current()
+            tag = name + ("+fast" if options.get("fast") else "")
+            self._built.append(Launch(func.name, tag, t0 - self._origin, (t1 - t0) / 1e9,
+                                      dict(sizes), func, thread))
+        return self._built
 
     def roof(self):
         """The machine's roofline (measured once, then read from the cache dir)."""

@@ -97,7 +97,8 @@ def tune(build, configs, args, *, ident="", key=None, search="grid", budget=None
 
     k = _digest(ident, structural_hash(first.func) if first else None,
                 [space.label(c) for c in configs], search, budget, seed,
-                call_key(args, key, sizes), name, sorted(options.items()), cpu_id(),
+                call_key(args, key, sizes), name,
+                sorted((o, v) for o, v in options.items() if v not in (False, None)), cpu_id(),
                 __version__)
     if cache:
         hit = tune_cache.load(k)
