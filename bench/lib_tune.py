@@ -127,7 +127,9 @@ def _model_row(a, b, configs, rounds) -> dict:
     return {"kernel": f"gemm fp32 {a.shape[0]}^3, model search (1 config measured)",
             "check": check, "fast": None, "exact": t["model"], "peer": t["grid"],
             "peer_name": "grid search's best", "goal": ">= 0.9x peer",
-            "note": f"model picked {model.config}, grid {grid.config}"}
+            "note": f"model picked {model.config}, grid {grid.config}" + (
+                " (the same kernel: the ratio is the timing noise)"
+                if model.config == grid.config else "")}
 
 
 def _profiler_row(kernel, a, b, rounds, check) -> dict:

@@ -56,7 +56,7 @@ def cache_root() -> Path:
     return cache_dir().parent
 
 
-def measure(n: int = 1024, copy_mb: int = 256, rounds: int = 5) -> Roofline:
+def measure(n: int = 1024, copy_mb: int = 64, rounds: int = 5) -> Roofline:
     """Measure the peaks now: best of `rounds` n x n x n sgemms and of copies of `copy_mb`
     MiB split over the cores (numpy releases the GIL while copying)."""
     rng = np.random.default_rng(0)
