@@ -168,12 +168,15 @@ def test_failing_configs_are_reported_and_bad_options_refused(db):
     assert r.config == {"block": 8} and r.failed[0][0] == {"block": 0}
     with pytest.raises(TuneError, match="no config could be built.*block"):
         tilepy.autotune(configs=[{"block": 0}], cache=False)(affine)().tune(X40)
-    with pytest.raises(TuneError, match='"blok": 8.*does not fit affine'):
+    with pytest.raises(TuneError, match='"blok": 8.*does not fit affine') as e:
         tilepy.autotune(configs=[{"blok": 8}], cache=False)(affine)().tune(X40)
+    assert f"test_autotune.py:{sys._getframe().f_lineno - 1}" in str(e.value)
+    assert "tuner.py" not in str(e.value) and "tilepy/" not in str(e.value)
     with pytest.raises(TuneError, match="configs is empty"):
         tilepy.autotune(configs=[])(affine)().tune(X40)
-    with pytest.raises(TuneError, match="search must be one of grid, random, model"):
+    with pytest.raises(TuneError, match="search must be one of grid, random, model") as e:
         tilepy.autotune(configs=[{}], search="bayes")
+    assert f"test_autotune.py:{sys._getframe().f_lineno - 1}" in str(e.value)
     with pytest.raises(TuneError, match="budget must be a positive int"):
         tilepy.autotune(configs=[{}], budget=0)
 

@@ -10,6 +10,7 @@ fixes the order of accumulation whatever the tiles).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import inspect
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilepy import __version__
+from tilepy.boundary import api_boundary
 from tilepy.compat.torch_bridge import from_torch
 from tilepy.errors import TilepyError, TuneError
 from tilepy.kernel import JitFunction, Kernel, _caller_loc, bind_arguments
@@ -175,6 +177,17 @@ def _run(build, chosen, args, name, options, warmup, rep, workers, progress) -> 
     return TuneResult(best_c, best_s, best_k, "", tried, failed, compiled_by=pids)
 
 
+@contextlib.contextmanager
+def _at(loc):
+    """A TuneError raised inside without a source location gets `loc` (the user's line)."""
+    try:
+        yield
+    except TuneError as err:
+        if err.loc.line:
+            raise
+        raise TuneError(err.message, loc, err.hint) from None
+
+
 class TunedKernel:
     """A factory bound to its build-time arguments: calling it with arrays tunes once per
     key (shapes, dtypes, backend), then runs the best kernel. `tune(*arrays)` tunes (or reads
@@ -205,14 +218,17 @@ class TunedKernel:
         return (tuple((getattr(a, "shape", None), str(getattr(a, "dtype", type(a))))
                       for a in arrays), name, tuple(sorted(options.items())))
 
+    @api_boundary
     def tune(self, *arrays) -> TuneResult:
         sig = self._signature(arrays)
         if sig not in self.results:
             o = self.owner
-            self.results[sig] = tune(self.build, o.configs, arrays, ident=o.ident(self),
-                                     **o.options)
+            with _at(_caller_loc()):
+                self.results[sig] = tune(self.build, o.configs, arrays,
+                                         ident=o.ident(self), **o.options)
         return self.results[sig]
 
+    @api_boundary
     def __call__(self, *arrays):
         return self.tune(*arrays).kernel(*arrays)
 
@@ -255,9 +271,10 @@ def autotune(configs=None, key=None, *, search="grid", budget=None, seed=0, warm
     again, else every argument's shape; `search`: "grid", "random" or "model" (ranked by
     a cost model from the IR's counts) with `budget` configs measured."""
     if configs is None:
-        raise TuneError("autotune needs configs=...", hint='e.g. configs={"block_M": '
-                        '[32, 64], "block_N": [32, 64]}')
-    space.choose([{}], search, budget, seed, lambda c: 0.0)  # option errors at decoration
+        raise TuneError("autotune needs configs=...", _caller_loc(), hint='e.g. configs={'
+                        '"block_M": [32, 64], "block_N": [32, 64]}')
+    with _at(_caller_loc()):
+        space.choose([{}], search, budget, seed, lambda c: 0.0)  # option errors now
     options = dict(key=key, search=search, budget=budget, seed=seed, warmup=warmup, rep=rep,
                    workers=workers, cache=cache, progress=progress)
     return lambda factory: Autotuned(factory, configs, options)
