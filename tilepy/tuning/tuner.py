@@ -141,6 +141,7 @@ def _predictions(build, configs, sizes, backend) -> dict:
 
 
 def _run(build, chosen, args, name, options, warmup, rep, workers, progress) -> TuneResult:
+    """Build, compile (in workers where it pays) and time the chosen configs."""
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     kernels, failed = [], []
     for c in chosen:
@@ -149,13 +150,25 @@ def _run(build, chosen, args, name, options, warmup, rep, workers, progress) -> 
         except TilepyError as err:
             failed.append([c, err.message])
     workers = min(os.cpu_count() or 1, 2 if workers is None else workers)
-    pids = set()
     bar = _progress(progress, len(kernels), "autotune")
-    if bar is not None and parallel.should_compile(name, len(kernels), workers):
-        bar.set_description("autotune: compiling")
+    pids = set()
     if parallel.should_compile(name, len(kernels), workers):
+        if bar is not None:
+            bar.set_description("autotune: compiling")
         done = parallel.precompile([kern.func for _, kern in kernels], options, workers)
         pids = {pid for _, pid in done.values() if pid is not None}
+    tried = _measure_all(kernels, copies, warmup, rep, bar, failed)
+    if not tried:
+        why = "; ".join(f"{space.label(c)}: {m.splitlines()[0]}" for c, m in failed[:3])
+        raise TuneError(f"no config could be built and run ({why})",
+                        hint="check the configs against the kernel's limits")
+    best_c, best_s = min(tried, key=lambda t: t[1])
+    best_k = next(kern for c, kern in kernels if c is best_c)
+    return TuneResult(best_c, best_s, best_k, "", tried, failed, compiled_by=pids)
+
+
+def _measure_all(kernels, copies, warmup, rep, bar, failed: list) -> list:
+    """[config, seconds] per kernel that runs; the others are added to `failed`."""
     tried = []
     for c, kern in kernels:
         if bar is not None:
@@ -168,13 +181,7 @@ def _run(build, chosen, args, name, options, warmup, rep, workers, progress) -> 
             bar.update(1)
     if bar is not None:
         bar.close()
-    if not tried:
-        why = "; ".join(f"{space.label(c)}: {m.splitlines()[0]}" for c, m in failed[:3])
-        raise TuneError(f"no config could be built and run ({why})",
-                        hint="check the configs against the kernel's limits")
-    best_c, best_s = min(tried, key=lambda t: t[1])
-    best_k = next(kern for c, kern in kernels if c is best_c)
-    return TuneResult(best_c, best_s, best_k, "", tried, failed, compiled_by=pids)
+    return tried
 
 
 @contextlib.contextmanager
