@@ -139,6 +139,23 @@ def test_a_corrupt_cache_file_is_moved_aside_with_a_warning_and_rebuilt(db):
     assert cache.load(r.key)["config"] == {"block": 8}
 
 
+def test_a_malformed_page_inside_a_valid_cache_file_is_caught_too(db):
+    for i in range(100):
+        cache.save(f"k{i}", {"block": i}, 0.1, [[{"block": i}, 0.1]] * 20, {"x": "y" * 99})
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    data = bytearray(db.read_bytes())
+    data[3 * 4096:3 * 4096 + 3000] = bytes(range(256)) * 11 + bytes(184)  # a page overwritten
+    db.write_bytes(bytes(data))
+    cache._checked.clear()  # as in a new process
+    with pytest.warns(TuneCacheWarning, match="malformed"):
+        assert cache.load("k5") is None
+    assert cache.load("k5") is None and len(list(db.parent.glob("*.corrupt-*"))) == 1
+    cache.save("k5", {"block": 5}, 0.1, [], {})
+    assert cache.load("k5")["config"] == {"block": 5}
+
+
 def test_the_cache_is_shared_across_processes_in_wal_mode(db):
     cache.save("k1", {"block": 16}, 0.5, [[{"block": 16}, 0.5]], {})
     con = sqlite3.connect(db)
@@ -185,3 +202,20 @@ def test_a_progress_bar_shows_when_asked_and_tqdm_is_installed(db, capfd):
     pytest.importorskip("tqdm")
     tilepy.autotune(configs={"block": [8, 16]}, progress=True, cache=False)(affine)().tune(X40)
     assert "autotune" in capfd.readouterr().err
+
+
+@pytest.mark.exhaustive
+def test_exact_mode_tuned_gemm_gives_the_untuned_bits_on_the_numba_jit(db):
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((72, 40), dtype=np.float32)
+    b = rng.standard_normal((40, 56), dtype=np.float32)
+    configs = [{"block_M": 32, "block_N": 32, "block_K": 16}, {"block_M": 64, "block_N": 64}]
+    with tilepy.backend("jit"):
+        tuned = tilepy.autotune(configs=configs, cache=False)(gemm)(in_dtype="float32")
+        r = tuned.tune(a, b)
+        got = tuned(a, b)
+        others = [gemm(in_dtype="float32", **c)(a, b) for c in configs]
+    with tilepy.backend("interp"):
+        want = gemm(in_dtype="float32")(a, b).view(np.uint32)
+    assert len(r.tried) == 2
+    assert all(np.array_equal(x.view(np.uint32), want) for x in [got, *others])
