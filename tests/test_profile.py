@@ -99,6 +99,10 @@ def test_the_roofline_is_measured_once_then_read_from_the_cache_dir(tmp_path, mo
     assert list(saved.values())[0]["gflops"] == 100.0
     (tmp_path / "roofline.json").write_text("{ not json")  # unreadable: measured again
     assert roofline.machine_roofline() == ROOF and len(calls) == 2
+    low = Roofline(20.0, 30.0, "busy", "busy")
+    monkeypatch.setattr(roofline, "measure", lambda: low)  # a refresh keeps each peak's best
+    assert (roofline.machine_roofline(refresh=True).gflops,
+            roofline.machine_roofline().gbs) == (100.0, 30.0)
 
 
 def test_a_small_measurement_gives_positive_peaks():
