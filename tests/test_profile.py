@@ -75,6 +75,22 @@ def test_the_hook_is_off_outside_a_session_and_sessions_nest():
     assert empty.table() == "(no kernel launches were recorded)"
 
 
+def test_two_kernels_of_one_name_get_two_rows_and_an_uncountable_one_is_marked(monkeypatch):
+    with tilepy.profile(roofline=ROOF) as p:
+        axpb(8)(np.ones(16, np.float32))
+        axpb(4)(np.ones(16, np.float32))
+    assert [(r.name, r.flops) for r in p.rows()] == [("axpb", 32), ("axpb", 32)]
+
+    def broken(func, sizes):
+        raise KeyError("Foo")
+
+    monkeypatch.setattr("tilepy.ir.analysis.count", broken)
+    p._counts.clear()
+    rows = p.rows()
+    assert [(r.flops, r.exact_counts) for r in rows] == [(0, False), (0, False)]
+    assert "0.00*" in p.table() and "not counted" in p.table()
+
+
 def test_the_chrome_trace_is_valid_json_with_one_complete_event_per_launch(tmp_path):
     p = _run_three(axpb(8))
     path = tmp_path / "trace.json"

@@ -30,7 +30,7 @@ class Launch:
 
     @property
     def key(self) -> tuple:
-        return (self.name, self.backend, tuple(sorted(self.sizes.items())))
+        return (self.name, self.backend, tuple(sorted(self.sizes.items())), id(self.func))
 
 
 @dataclass(frozen=True)
@@ -113,9 +113,13 @@ class Profile:
         """The IR's flop/byte counts of one launch (cached per kernel and sizes)."""
         key = (id(rec.func), tuple(sorted(rec.sizes.items())))
         if key not in self._counts:
-            from tilepy.ir.analysis import count
+            from tilepy.ir.analysis import Counts, count
 
-            self._counts[key] = (rec.func, count(rec.func, rec.sizes))
+            try:
+                c = count(rec.func, rec.sizes)
+            except Exception as err:  # noqa: BLE001 - a report must not fail on one kernel
+                c = Counts(exact=False, notes=(f"not counted: {type(err).__name__}: {err}",))
+            self._counts[key] = (rec.func, c)
         return self._counts[key][1]
 
     def rows(self) -> list[Row]:
@@ -172,7 +176,7 @@ def format_table(rows: list[Row], roof) -> str:
     lines.append(f"\nroofline: {roof.gflops:.1f} GFLOP/s ({roof.flops_source}), "
                  f"{roof.gbs:.1f} GB/s ({roof.bytes_source})")
     if any(not r.exact_counts for r in rows):
-        lines.append("* counts bounded: the kernel has data-dependent control flow")
+        lines.append("* counts bounded (data-dependent control flow) or not counted")
     return "\n".join(lines)
 
 
