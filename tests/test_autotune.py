@@ -169,15 +169,19 @@ def test_the_cache_is_shared_across_processes_in_wal_mode(db):
     assert cache.load("k2")["seconds"] == 0.25
 
 
-def test_candidates_compile_in_worker_processes_on_the_jit(db):
+def test_candidates_compile_in_worker_processes_on_the_jit(db, tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEPY_CACHE_DIR", str(tmp_path / "cold"))  # an empty JIT disk cache
     x = np.linspace(-3, 3, 40, dtype=np.float32)
     with tilepy.backend("jit"):
         k = tilepy.autotune(configs={"block": [8, 16]}, workers=2, rep=1, cache=False)(affine)(
             bias=0.375)
         r = k.tune(x)
         got = k(x)
+        again = tilepy.autotune(configs={"block": [8, 16]}, workers=2, rep=1, cache=False)(
+            affine)(bias=0.375).tune(x)
     assert len(r.compiled_by) == 2 and os.getpid() not in r.compiled_by
     assert np.array_equal(got, x * np.float32(2) + np.float32(0.375))
+    assert again.compiled_by == set()  # both on disk now: loaded, no worker started
 
 
 def test_failing_configs_are_reported_and_bad_options_refused(db):

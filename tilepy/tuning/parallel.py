@@ -20,6 +20,18 @@ def should_compile(backend: str, n: int, workers: int) -> bool:
     return diskcache.enabled()
 
 
+def on_disk(func, options: dict) -> bool:
+    """Whether the JIT's disk cache already holds `func`'s machine code for these options
+    (then loading it is cheaper than starting a worker)."""
+    from tilepy.jit import diskcache
+    from tilepy.jit.lower import lower
+
+    fast, strict = bool(options.get("fast")), bool(options.get("strict"))
+    low = lower(func, fast=fast, fuse=fast, strict=strict)
+    path = diskcache.module_path(func.name, diskcache.key(low.source, tier="numba", fast=fast))
+    return path.is_file() and diskcache.has_machine_code(str(path), low.entry)
+
+
 def precompile(funcs: list, options: dict, workers: int, bar=None) -> dict:
     """Compile `funcs` over `workers` processes; {index: (seconds or error text, pid)}."""
     fast, strict = bool(options.get("fast")), bool(options.get("strict"))

@@ -153,10 +153,12 @@ def _run(build, chosen, args, name, options, warmup, rep, workers, progress) -> 
     bar = _progress(progress, len(kernels), "autotune")
     pids = set()
     if parallel.should_compile(name, len(kernels), workers):
-        if bar is not None:
-            bar.set_description("autotune: compiling")
-        done = parallel.precompile([kern.func for _, kern in kernels], options, workers)
-        pids = {pid for _, pid in done.values() if pid is not None}
+        todo = [kern.func for _, kern in kernels if not parallel.on_disk(kern.func, options)]
+        if len(todo) > 1:
+            if bar is not None:
+                bar.set_description("autotune: compiling")
+            done = parallel.precompile(todo, options, min(workers, len(todo)))
+            pids = {pid for _, pid in done.values() if pid is not None}
     tried = _measure_all(kernels, copies, warmup, rep, bar, failed)
     if not tried:
         why = "; ".join(f"{space.label(c)}: {m.splitlines()[0]}" for c, m in failed[:3])
