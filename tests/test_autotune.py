@@ -85,6 +85,10 @@ def test_key_names_the_sizes_that_decide_when_to_tune_again(db):
     assert taller.cached and taller.key == first.key
     wider = k.tune(a, np.ones((8, 24), np.float32))
     assert not wider.cached
+    bucket = tilepy.autotune(configs={"block": [4, 8]}, key=lambda x: x.size > 32)(affine)()
+    assert not bucket.tune(X40).cached
+    assert bucket.tune(np.ones(48, np.float32)).cached  # the same bucket: tuned once
+    assert not bucket.tune(np.ones(16, np.float32)).cached
 
 
 def test_random_search_measures_a_seeded_sample_of_budget_configs(db):
