@@ -23,13 +23,16 @@ _NAMES = {  # public name -> (module, attribute)
     "tile_op": ("tilepy.tileop", "tile_op"),
     "Tensor": ("tilepy.tileop", "Tensor"),
     "symbolic": ("tilepy.tileop", "symbolic"),
+    "profile": ("tilepy.profiling", "profile"),
+    "autotune": ("tilepy.tuning", "autotune"),
 }
 _SUBMODULES = frozenset({"errors", "language", "kernel", "kernels", "cli", "frontend", "ir",
                          "interpreter", "precision", "parallel", "models",
-                         "tileop", "validation", "testing", "views"})
+                         "tileop", "validation", "testing", "views",
+                         "profiling", "tuning"})
 
 __all__ = [*_ERRORS, "Kernel", "backend", "compile", "dtype", "jit", "tile_op", "Tensor",
-           "symbolic", "validate"]
+           "symbolic", "validate", "profile", "autotune"]
 
 
 def __getattr__(name: str):

@@ -69,8 +69,18 @@ def _strict_env() -> bool:
     return os.environ.get("TILEPY_STRICT", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+PROFILER = None  # the active `tilepy.profile()` session (tilepy/profiling/), or None
+
+
 def run(func, arrays: dict, sizes: dict) -> None:
     """Run a PrimFunc on the active backend (arrays are checked and bound already)."""
+    if PROFILER is not None:  # the one check a launch pays when no profiler is on
+        PROFILER.launch(func, arrays, sizes, _run)
+    else:
+        _run(func, arrays, sizes)
+
+
+def _run(func, arrays: dict, sizes: dict) -> None:
     name, options = current()
     if "strict" not in options and _strict_env():
         options = {**options, "strict": True}

@@ -2,7 +2,8 @@
 
 `tilepy ir TARGET [ARGS...]` prints a kernel's IR, `tilepy jit-compile MODULE|FILE.py...`
 fills the JIT's disk cache, `tilepy version` prints versions, `tilepy run [--tilelang]
-PROG.py` runs a (TileLang) program on tilepy. A command-line mistake exits
+PROG.py` runs a (TileLang) program on tilepy, `tilepy profile PROG.py` runs one and
+reports its kernel launches (tilepy/profiling/cli.py). A command-line mistake exits
 with status 2 and one line, an error in a kernel with 1. Only loads, parses and prints.
 """
 
@@ -291,6 +292,9 @@ def _parser() -> argparse.ArgumentParser:
     from tilepy.compat.runner import add_parser  # `tilepy run [--tilelang] PROG.py`
 
     add_parser(sub)
+    from tilepy.profiling.cli import add_parser as add_profile  # `tilepy profile PROG.py`
+
+    add_profile(sub)
     return parser
 
 

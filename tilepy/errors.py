@@ -53,3 +53,8 @@ class KernelAssertionError(TilepyError):
 
 class NotPortableError(TilepyError):
     """A GPU feature with no meaning on the CPU reference (TMA, mbarriers, tcgen05...)."""
+
+
+class TuneError(TilepyError):
+    """`tilepy.autotune`: configs that do not describe a search, or no config that builds
+    and runs."""

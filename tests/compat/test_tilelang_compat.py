@@ -135,8 +135,8 @@ def test_profiler_autotuner_and_testing_helpers(tl):
         res = AutoTuner.from_kernel(kernel=lambda block=None: add_one(24, block), configs=[
             {"block": 16}, {"block": 4}]).set_compile_args(out_idx=[-1]).set_profile_args(
             ref_prog=lambda x: x + 1).run(warmup=1, rep=1)
-    assert res.config == {"block": 16} and res.latency > 0
-    assert "T.Kernel(2" in str(res.kernel.ir)
+    assert res.config in ({"block": 16}, {"block": 4}) and res.latency > 0  # the faster one
+    assert f"T.Kernel({-(-24 // res.config['block'])}" in str(res.kernel.ir)
 
     @tl.autotune(configs=[{"block": 8}, {"block": 4}])
     @tl.jit(out_idx=[-1])
@@ -144,7 +144,8 @@ def test_profiler_autotuner_and_testing_helpers(tl):
         return add_one(N, block)
 
     k8, k4 = tuned(24), tuned(24, block=4)
-    assert k8.config == {"block": 8} and "T.Kernel(3" in str(k8.ir)
+    assert k8.config in ({"block": 8}, {"block": 4}) and k8.latency > 0  # tuned: the faster
+    assert f"T.Kernel({-(-24 // k8.config['block'])}" in str(k8.ir)
     assert k4.config == {} and "T.Kernel(6" in str(k4.ir)
 
 

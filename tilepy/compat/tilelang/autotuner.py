@@ -1,13 +1,16 @@
-"""`tilelang.autotune` and `AutoTuner` on the CPU reference: tuning GPU tile sizes means
-nothing here, so the first config is built (and checked against the reference program when
-one is given); the result has TileLang's fields.
+"""`tilelang.autotune` and `AutoTuner` on the CPU reference, through tilepy's tuner
+(tilepy/tuning): every config is built and timed on the CPU on the profiler's generated
+inputs (or those given), the fastest kept; results have TileLang's fields (latency in ms).
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 from tilepy.compat.tilelang.jit import JITKernel, _JitFunction, _wrap, compile
+from tilepy.tuning import space
+from tilepy.tuning.tuner import tune
 
 __all__ = ["AutoTuner", "AutotuneResult", "autotune"]
 
@@ -24,8 +27,30 @@ class AutotuneResult:
 
 
 def _configs(configs, *args, **kwargs) -> list[dict]:
-    got = configs(*args, **kwargs) if callable(configs) else configs
-    return [dict(c) for c in got]
+    return space.expand(configs, *args, **kwargs)
+
+
+def _ident(fn, args, kwargs) -> str:
+    inner = getattr(getattr(fn, "inner", None), "fn", fn)
+    try:
+        text = inspect.getsource(inner)
+    except (OSError, TypeError):
+        text = getattr(inner, "__qualname__", repr(inner))
+    return repr((text, args, sorted(kwargs.items())))
+
+
+def _tune(make, configs, inputs, supply, ident, out_idx=None):
+    """The best JITKernel of `make(config)` and its tilepy TuneResult."""
+    def build(config):
+        made = make(config)
+        kernel = made if isinstance(made, JITKernel) else compile(made, out_idx)
+        return kernel.kernel
+
+    if inputs is None:  # the profiler's generated inputs for the first config's signature
+        first = JITKernel(build(configs[0]))
+        inputs = first.get_profiler(supply)._inputs()
+    result = tune(build, configs, list(inputs), ident=ident, rep=3, progress=False)
+    return JITKernel(result.kernel), result
 
 
 class AutoTuner:
@@ -57,31 +82,35 @@ class AutoTuner:
         return self
 
     def run(self, warmup=25, rep=100, timeout=30, *args, **kwargs) -> AutotuneResult:
-        config = _configs(self.configs)[0]
-        made = self.fn(*args, **{**kwargs, **config})
-        kernel = made if isinstance(made, JITKernel) else (
-            compile(made, self.compile_args.get("out_idx")) if not isinstance(made, JITKernel)
-            else made)
-        prof = kernel.get_profiler(self.profile_args.get("supply_type"))
+        """Time every config (the CPU's wall clock, best of 3 launches), check the fastest
+        against the reference program when one is set; latency in milliseconds."""
+        configs = _configs(self.configs)
+        kernel, res = _tune(lambda c: self.fn(*args, **{**kwargs, **c}), configs,
+                            self.inputs, self.profile_args.get("supply_type"),
+                            _ident(self.fn, args, kwargs), self.compile_args.get("out_idx"))
         ref = self.profile_args.get("ref_prog")
         if ref is not None and not self.profile_args.get("skip_check"):
-            prof.assert_allclose(ref, input_tensors=self.inputs)
-        latency = prof.do_bench(input_tensors=self.inputs)
-        return AutotuneResult(latency, config, None, kernel, made)
+            kernel.get_profiler(self.profile_args.get("supply_type")).assert_allclose(
+                ref, input_tensors=self.inputs)
+        return AutotuneResult(res.seconds * 1e3, res.config, None, kernel, kernel.func)
 
 
 def autotune(configs=None, warmup=25, rep=100, timeout=100, **_ignored):
-    """`@autotune(configs=...)` over a `@tilelang.jit` function: calls build the first
-    config (tuning GPU tiles has no CPU meaning), with the caller's arguments."""
+    """`@autotune(configs=...)` over a `@tilelang.jit` function: a call builds and times
+    every config with the call's arguments on generated inputs and returns the fastest
+    kernel (`.config`, `.latency` in ms). Arguments naming a config's keys skip tuning."""
 
     def decorate(fn):
         def tuned(*args, **kwargs):
-            first = {} if configs is None else _configs(configs, *args, **kwargs)[0]
-            if any(k in kwargs for k in first):
-                first = {}
-            kernel = _wrap(fn(*args, **{**kwargs, **first}))
-            if isinstance(kernel, JITKernel):  # AutotuneResult's fields, as TileLang sets
-                kernel.config, kernel.latency, kernel.ref_latency = first, 0.0, None
+            all_ = [] if configs is None else _configs(configs, *args, **kwargs)
+            if not all_ or any(k in kwargs for k in all_[0]):
+                kernel = _wrap(fn(*args, **kwargs))
+                if isinstance(kernel, JITKernel):  # AutotuneResult's fields, as TileLang sets
+                    kernel.config, kernel.latency, kernel.ref_latency = {}, 0.0, None
+                return kernel
+            kernel, res = _tune(lambda c: fn(*args, **{**kwargs, **c}), all_, None, None,
+                                _ident(fn, args, kwargs))
+            kernel.config, kernel.latency, kernel.ref_latency = res.config, res.seconds * 1e3, None
             return kernel
 
         tuned.__wrapped__ = fn

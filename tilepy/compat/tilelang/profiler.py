@@ -1,6 +1,6 @@
 """`kernel.get_profiler()` and `tilelang.profiler.do_bench`: check a kernel against a
-reference program on generated inputs, and time calls (wall clock, median of repeats, in
-milliseconds as TileLang reports).
+reference program on generated inputs, and time calls in milliseconds as TileLang reports
+(wall clock; a kernel's launches are timed by tilepy's profiler, tilepy/profiling).
 """
 
 from __future__ import annotations
@@ -16,16 +16,31 @@ from tilepy.compat.tilelang.utils.tensor import (
 )
 
 
-def do_bench(fn, warmup=25, rep=100, _n_warmup=0, _n_repeat=0, **_ignored) -> float:
-    """Milliseconds of one `fn()` call after a warm-up call (which compiles). TileLang's
-    warmup/rep are GPU milliseconds; a CPU reference is not a benchmark target."""
-    fn()
-    times = []
-    for _ in range(1):
-        t0 = time.perf_counter()
+def do_bench(fn, warmup=25, rep=100, _n_warmup=0, _n_repeat=0, return_mode="mean",
+             **_ignored) -> float:
+    """Milliseconds of one `fn()` call, TileLang's way: `warmup` and `rep` are time budgets
+    in ms (or `_n_warmup` / `_n_repeat` counts) and the mean is returned. When `fn` launches
+    tilepy kernels, the time is that of their launches (tilepy's profiler); otherwise the
+    wall clock of the whole call."""
+    from tilepy.profiling.session import profile
+
+    t0 = time.perf_counter()
+    fn()  # the first call compiles
+    estimate = max(time.perf_counter() - t0, 1e-6) * 1e3
+    n_warm = _n_warmup or max(1, min(int(warmup / estimate), 100))
+    n_rep = _n_repeat or max(1, min(int(rep / estimate), 1000))
+    for _ in range(n_warm):
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(times))
+    times = []
+    with profile() as p:
+        for _ in range(n_rep):
+            start, t0 = len(p.launches), time.perf_counter()
+            fn()
+            wall = (time.perf_counter() - t0) * 1e3
+            launched = p.launches[start:]
+            times.append(sum(r.seconds for r in launched) * 1e3 if launched else wall)
+    pick = {"mean": np.mean, "median": np.median, "min": np.min, "max": np.max}
+    return float(pick.get(return_mode, np.mean)(times))
 
 
 class Profiler:
@@ -57,7 +72,7 @@ class Profiler:
             torch_assert_close(got, want, rtol=rtol, atol=atol,
                                max_mismatched_ratio=max_mismatched_ratio)
 
-    def do_bench(self, func=None, warmup=1, rep=3, n_warmup=0, n_repeat=0,
+    def do_bench(self, func=None, warmup=25, rep=100, n_warmup=0, n_repeat=0,
                  input_tensors=None, **_ignored) -> float:
         inputs = list(input_tensors) if input_tensors is not None else self._inputs()
         target = func or self.kernel
