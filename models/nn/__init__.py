@@ -10,6 +10,7 @@ from tilepy.models.nn.layers import (
     Conv2d,
     Dropout,
     Embedding,
+    EmbeddingBag,
     Flatten,
     LayerNorm,
     Linear,
@@ -22,6 +23,7 @@ from tilepy.models.nn.layers import (
 )
 from tilepy.models.nn.module import Module, Sequential
 
-__all__ = ["AvgPool2d", "BatchNorm2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU",
+__all__ = ["AvgPool2d", "BatchNorm2d", "Conv2d", "Dropout", "Embedding", "EmbeddingBag",
+           "Flatten", "GELU",
            "LayerNorm", "Linear", "MaxPool2d", "Module", "RMSNorm", "ReLU", "Sequential",
            "SiLU", "Sigmoid", "Tanh", "functional", "manual_seed"]

@@ -231,3 +231,7 @@ from tilepy.models.nn.attention import (  # noqa: E402
 )
 
 __all__ += ["bmm", "scaled_dot_product_attention", "softmax"]
+
+from tilepy.models.nn.sparse import embedding_bag  # noqa: E402
+
+__all__ += ["embedding_bag"]

@@ -187,6 +187,25 @@ class Embedding(Module):
         return F.embedding(idx, self.weight, who=repr(self))
 
 
+class EmbeddingBag(Module):
+    """Bags of rows of weight (num, dim) reduced by sum, mean or max (torch's arguments:
+    2-d (bags, size) input, or 1-d input with offsets; per_sample_weights in sum mode)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, mode: str = "mean",
+                 include_last_offset: bool = False, dtype=np.float32):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.mode, self.include_last_offset = mode, include_last_offset
+        self.weight = Parameter(init.normal((num_embeddings, embedding_dim), dtype))
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.mode, per_sample_weights,
+                               self.include_last_offset, who=repr(self))
+
+
 class Dropout(Module):
     """Zero elements with probability p while training (a counter-based, seeded mask)."""
 

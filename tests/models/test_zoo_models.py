@@ -435,3 +435,24 @@ def test_zoo_training_step_same_bits_on_jit_and_interpreter(name):
     assert len(ref) == len(got)
     for a, b in zip(ref, got):
         assert a.tobytes() == b.tobytes()
+
+
+def test_dlrm_on_click_logs():
+    c = synthetic.click_logs(256, seed=1)
+    nn.manual_seed(0)
+    model = zoo.dlrm((200, 100, 100), dim=8)
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    p = float(c["label"].mean())
+    entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
+    bags = [c["user"][:, None], c["item"][:, None], c["history"]]
+    loss = lambda: zoo.click_loss(model(bags), c["label"])  # noqa: E731
+    _falls(_train(model, loss, opt, 6), entropy)
+
+
+def test_dlrm_with_dense_features_has_one_logit_per_row():
+    nn.manual_seed(0)
+    model = zoo.dlrm((10, 7), dim=4, n_dense=3)
+    with tilepy.backend("interp"):
+        out = model([np.array([[1, 2], [9, 9]]), np.array([[6], [0]])], np.ones((2, 3), np.float32))
+    assert out.shape == (2,) and np.all(np.isfinite(out.data))
+    assert model.top[0].in_features == 4 + 3  # the bottom vector and 3 pair dots
