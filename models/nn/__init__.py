@@ -22,8 +22,10 @@ from tilepy.models.nn.layers import (
     Tanh,
 )
 from tilepy.models.nn.module import Module, Sequential
+from tilepy.models.nn.recurrent import GRU, LSTM
 
 __all__ = ["AvgPool2d", "BatchNorm2d", "Conv2d", "Dropout", "Embedding", "EmbeddingBag",
            "Flatten", "GELU",
            "LayerNorm", "Linear", "MaxPool2d", "Module", "RMSNorm", "ReLU", "Sequential",
            "SiLU", "Sigmoid", "Tanh", "functional", "manual_seed"]
+__all__ += ["GRU", "LSTM"]

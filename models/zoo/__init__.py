@@ -12,7 +12,7 @@ from tilepy.models.zoo.recsys import (
     matrix_factorization,
     neural_cf,
 )
-from tilepy.models.zoo.recurrent import gru_classifier
+from tilepy.models.zoo.recurrent import gru_classifier, lstm_classifier
 from tilepy.models.zoo.sets import pointnet
 from tilepy.models.zoo.tabular import residual_mlp, softmax_regression, wide_deep
 from tilepy.models.zoo.text import char_gpt, char_llama, char_mlp
@@ -21,7 +21,8 @@ from tilepy.models.zoo.vision import lenet5, mlp, mobilenet_tiny, resnet8
 
 __all__ = ["autoencoder", "char_gpt", "char_llama", "char_mlp", "click_loss",
            "conv_autoencoder", "deep_cross", "densenet_tiny", "dlrm", "gcn", "graphsage",
-           "gru_classifier", "lenet5", "matrix_factorization", "mean_adjacency", "mlp",
+           "gru_classifier", "lenet5", "lstm_classifier", "matrix_factorization",
+           "mean_adjacency", "mlp",
            "mlp_mixer", "mobilenet_tiny", "mse_loss", "neural_cf", "normalized_adjacency",
            "pointnet", "residual_mlp", "resnet8", "sequence_tagger", "softmax_regression",
            "unet_tiny", "vae", "vae_loss", "vit_tiny", "wide_deep"]

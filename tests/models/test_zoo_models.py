@@ -456,3 +456,15 @@ def test_dlrm_with_dense_features_has_one_logit_per_row():
         out = model([np.array([[1, 2], [9, 9]]), np.array([[6], [0]])], np.ones((2, 3), np.float32))
     assert out.shape == (2,) and np.all(np.isfinite(out.data))
     assert model.top[0].in_features == 4 + 3  # the bottom vector and 3 pair dots
+
+
+def test_lstm_classifier_recalls_the_first_token():
+    """As the GRU's test: the label is the first of 6 tokens, the rest filler."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, 32)
+    x = np.concatenate([y[:, None], np.full((32, 5), 4)], axis=1)
+    nn.manual_seed(0)
+    model = zoo.lstm_classifier(vocab=5, classes=4)
+    opt = optim.Adam(model.parameters(), lr=2e-2)
+    _falls(_train(model, lambda: F.cross_entropy(model(x), y), opt, 6), np.log(4))
+    assert np.all(np.abs(model.embed.weight.grad[:4]).sum(axis=1) > 0)
