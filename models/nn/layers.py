@@ -67,7 +67,8 @@ class _Pool(Module):
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
     def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}"
+        return (f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}, "
+                f"padding={self.padding}")
 
 
 class MaxPool2d(_Pool):
@@ -76,8 +77,13 @@ class MaxPool2d(_Pool):
 
 
 class AvgPool2d(_Pool):
+    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
+        super().__init__(kernel_size, stride, padding)
+        self.count_include_pad = count_include_pad
+
     def forward(self, x):
-        return F._pool("avg", x, self.kernel_size, self.stride, self.padding, repr(self))
+        return F._pool("avg", x, self.kernel_size, self.stride, self.padding, repr(self),
+                       self.count_include_pad)
 
 
 class Flatten(Module):
