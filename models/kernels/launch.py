@@ -79,9 +79,14 @@ def _launch(kernel, arrays) -> None:
         if compiled[0] is None:
             from tilepy.jit import compile as jit_compile  # loads lazily (DESIGN.md)
 
-            compiled[0] = jit_compile(kernel.func).fn
+            ck = jit_compile(kernel.func)
+            # narrow floats (bf16, fp8) enter Numba as views of their storage integers
+            compiled[0] = (ck.fn, ck.views if any(v is not None for v in ck.views) else None)
+        fn, views = compiled[0]
+        if views is not None:
+            arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
         _threads(max(a.size for a in arrays) >= GRAIN)
-        compiled[0](*arrays, *sizes)
+        fn(*arrays, *sizes)
         return
     func = kernel.func
     run(func, {p.name: a for p, a in zip(func.params, arrays)},
