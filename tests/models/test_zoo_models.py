@@ -423,6 +423,12 @@ _JIT_CASES = {
     "neural_cf": (lambda: zoo.neural_cf(6, 5), (np.arange(4), np.arange(4) % 5,
                                                 np.array([0, 1, 1, 0], np.float32)),
                   lambda m, u, i, label: zoo.click_loss(m(u, i), label)),
+    "dlrm": (lambda: zoo.dlrm((6, 5, 5), dim=4),
+             ([np.arange(4)[:, None], np.arange(4)[:, None] % 5,
+               np.array([[0, 1], [2, 2], [4, 3], [1, 1]])], np.array([0, 1, 1, 0], np.float32)),
+             lambda m, bags, label: zoo.click_loss(m(bags), label)),
+    "lstm_classifier": (lambda: zoo.lstm_classifier(5, 4, layers=2),
+                        (_RNG.integers(0, 5, (3, 6)), _RNG.integers(0, 4, 3)), _xent),
 }
 
 
