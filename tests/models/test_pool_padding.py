@@ -55,3 +55,21 @@ def test_pool_modules_and_padding_limit():
     with pytest.raises(ModelError, match=r"padding must lie in \[0, kernel_size // 2 = 1\]; "
                                          r"got padding=2"):
         F.max_pool2d(Tensor(x), 3, 1, 2)
+
+
+@pytest.mark.exhaustive  # compiles both pooling kernels for each kind
+def test_padded_pooling_same_bits_on_jit_and_interpreter():
+    rng = np.random.default_rng(5)
+    x0 = rng.standard_normal((2, 3, 9, 7)).astype(np.float32)
+    g = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    runs = {}
+    for backend in ("interp", "jit"):
+        with tilepy.backend(backend):
+            for kind, include in (("max", True), ("avg", True), ("avg", False)):
+                x = Tensor(x0, requires_grad=True)
+                y = F.max_pool2d(x, 3, 2, 1) if kind == "max" else \
+                    F.avg_pool2d(x, 3, 2, 1, count_include_pad=include)
+                (y * Tensor(g)).sum().backward()
+                runs[backend, kind, include] = (y.data.tobytes(), x.grad.tobytes())
+    for (_, kind, include), bits in runs.items():
+        assert bits == runs["interp", kind, include]
