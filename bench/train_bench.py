@@ -4,10 +4,14 @@ the same thread count, with tilepy's step split into kernel time and the rest (P
 autograd, glue, launch dispatch). Also: LeNet-5 (8x8 digits variant) with `--lenet`.
 
     .venv/bin/python bench/train_bench.py [--steps 200] [--rounds 5] [--threads 2] [--lenet]
+        [--fast]
 
 Each side runs SGD with momentum 0.9 and Adam (tilepy.models.optim: one fused kernel
 launch per step). Rounds interleave the competitors; each prints the
 median. The first tilepy step (kernel compiles or disk-cache loads) is timed separately.
+`--fast` runs tilepy's steps inside `tilepy.backend("jit", fast=True)` (the opt-in fast
+mode: FMA contraction, BLAS gemm tiles; checked against the interpreter with error
+bounds, not bitwise), through the backend's checked launch path.
 Not a test; PyTorch is optional.
 """
 
@@ -18,11 +22,13 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle pools must not spin
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+import tilepy  # noqa: E402
 from tilepy.models import nn, optim  # noqa: E402
 from tilepy.models.kernels.launch import profile  # noqa: E402
 from tilepy.models.zoo import lenet5, mlp  # noqa: E402
@@ -36,7 +42,7 @@ def _data(shape, batch=64, seed=0):
             rng.integers(0, 10, batch).astype(np.int32))
 
 
-def tilepy_runner(make, shape, adam=False):
+def tilepy_runner(make, shape, adam=False, fast=False):
     nn.manual_seed(0)
     model = make()
     opt = (optim.Adam(model.parameters(), 1e-3) if adam
@@ -44,10 +50,11 @@ def tilepy_runner(make, shape, adam=False):
     x, y = _data(shape)
 
     def step():
-        loss = F.cross_entropy(model(x), y)
-        model.zero_grad()
-        loss.backward()
-        opt.step()
+        with tilepy.backend("jit", fast=True) if fast else contextlib.nullcontext():
+            loss = F.cross_entropy(model(x), y)
+            model.zero_grad()
+            loss.backward()
+            opt.step()
     return step
 
 
@@ -93,11 +100,11 @@ def split(step, n):
 
 def bench(kind, args):
     make, shape = (lambda: mlp(), (64,)) if kind == "mlp" else (lenet5, (1, 8, 8))
-    step = tilepy_runner(make, shape)
+    step = tilepy_runner(make, shape, fast=args.fast)
     t0 = time.perf_counter()
     step()
     first = time.perf_counter() - t0
-    adam = tilepy_runner(make, shape, adam=True)
+    adam = tilepy_runner(make, shape, adam=True, fast=args.fast)
     adam()
     others = {}
     try:
@@ -135,11 +142,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lenet", action="store_true")
+    ap.add_argument("--fast", action="store_true",
+                    help="tilepy in the JIT's fast mode (FMA, BLAS; not bit-exact)")
     args = ap.parse_args()
     import numba
 
     numba.set_num_threads(args.threads)
-    print(f"threads: {args.threads}; load average {os.getloadavg()[0]:.2f}")
+    print(f"threads: {args.threads}; load average {os.getloadavg()[0]:.2f}; tilepy "
+          f"{'fast' if args.fast else 'exact'} mode")
     bench("mlp", args)
     if args.lenet:
         bench("lenet", args)

@@ -40,20 +40,24 @@ class Node:
 
 
 def _topological(root) -> list:
-    """Tensors reachable from `root` through nodes, each after every tensor it feeds."""
-    order, seen, stack = [], {id(root)}, [(root, False)]
+    """Tensors reachable from `root` through nodes, each after every tensor it feeds.
+    A depth-first post-order, a tensor expanded when first popped (not when first pushed:
+    in x + f(x), x must finish after f's subtree, which also reaches it)."""
+    order, expanded, stack = [], set(), [(root, False)]
     while stack:
         t, done = stack.pop()
         if done:
             order.append(t)
             continue
+        if id(t) in expanded:
+            continue
+        expanded.add(id(t))
         stack.append((t, True))
         node = t._node
         if node is None:
             continue
         for p in node.parents:
-            if p.requires_grad and id(p) not in seen:
-                seen.add(id(p))
+            if p.requires_grad and id(p) not in expanded:
                 stack.append((p, False))
     return order[::-1]
 

@@ -1,5 +1,5 @@
-"""Running a kernel from an autograd op: on the JIT (exact mode) straight into the compiled
-function, skipping the per-call argument checks of `Kernel.__call__` (the op built the
+"""Running a kernel from an autograd op: on the JIT (exact or fast mode) straight into the
+compiled function, skipping the per-call argument checks of `Kernel.__call__` (the op built the
 arrays itself: dtypes, shapes and contiguity are right by construction); on any other
 backend through `tilepy.backend.run`, with everything the backend checks.
 
@@ -7,6 +7,8 @@ Small launches run on one thread (as PyTorch runs ops below its grain size): wak
 Numba's pool costs far more than such a kernel's work, and on a busy machine a parallel
 launch over a few blocks waits for descheduled workers (0.6 ms instead of 9 us measured
 here). Launches whose largest array has at least GRAIN elements use all of Numba's threads.
+In fast mode a small launch's BLAS calls run on one thread as well (OpenBLAS's own pool
+spinning beside Numba's made an MLP step's gemms 150x slower on this loaded machine).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ _PLANS: dict[int, tuple] = {}  # id(kernel) -> (kernel, [(param, dim) per size],
 GRAIN = 1 << 17
 _THREADS = [0, 0]  # [threads Numba had at our first launch, threads set now]
 _PROFILE: list = []  # the innermost profile() record, when one is active
+_FAST = {"fast": True}
 
 
 @contextlib.contextmanager
@@ -43,7 +46,7 @@ def profile():
 
 def _plan(kernel) -> tuple:
     """(kernel, where each symbolic size is read: (param index, dim), in the order the
-    compiled function takes them, its compiled JIT function or None)."""
+    compiled function takes them, its compiled JIT entries [exact, fast] or None)."""
     hit = _PLANS.get(id(kernel))
     if hit is not None and hit[0] is kernel:
         return hit
@@ -52,7 +55,7 @@ def _plan(kernel) -> tuple:
         for d, s in enumerate(p.shape):
             if isinstance(s, Var):
                 where.setdefault(s.name, (i, d))
-    plan = (kernel, [where[v.name] for v in func.sizes], [None])
+    plan = (kernel, [where[v.name] for v in func.sizes], [None, None])  # exact, fast
     _PLANS[id(kernel)] = plan
     return plan
 
@@ -75,17 +78,36 @@ def _launch(kernel, arrays) -> None:
     sizes = [arrays[i].shape[d] for i, d in where]
     chosen = _current.get()
     name, options = current() if chosen is None else chosen
-    if name == "jit" and not options:
-        if compiled[0] is None:
-            from tilepy.jit import compile as jit_compile  # loads lazily (DESIGN.md)
+    if name == "jit" and (not options or options == _FAST):
+        fast = bool(options)
+        if compiled[fast] is None:
+            compiled[fast] = _compile(kernel, fast)
+        fn, views, blas = compiled[fast]
+        if views is not None:
+            arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
+        big = max(a.size for a in arrays) >= GRAIN
+        _threads(big)
+        if fast and (blas or not big):  # BLAS calls of small launches: one thread too
+            from tilepy.jit.blas import one_thread
 
-            compiled[0] = jit_compile(kernel.func).fn
-        _threads(max(a.size for a in arrays) >= GRAIN)
-        compiled[0](*arrays, *sizes)
+            with one_thread():
+                fn(*arrays, *sizes)
+        else:
+            fn(*arrays, *sizes)
         return
     func = kernel.func
     run(func, {p.name: a for p, a in zip(func.params, arrays)},
         {v.name: n for v, n in zip(func.sizes, sizes)})
+
+
+def _compile(kernel, fast: bool) -> tuple:
+    """(compiled function, storage views or None, whether it calls BLAS inside blocks)."""
+    from tilepy.jit import compile as jit_compile  # loads lazily (DESIGN.md)
+
+    ck = jit_compile(kernel.func, fast=fast)
+    # narrow floats (bf16, fp8) enter Numba as views of their storage integers
+    views = ck.views if any(v is not None for v in ck.views) else None
+    return ck.fn, views, ck.blas_in_blocks
 
 
 def _threads(big: bool) -> None:

@@ -10,6 +10,7 @@ from tilepy.models.nn.layers import (
     Conv2d,
     Dropout,
     Embedding,
+    EmbeddingBag,
     Flatten,
     LayerNorm,
     Linear,
@@ -21,7 +22,11 @@ from tilepy.models.nn.layers import (
     Tanh,
 )
 from tilepy.models.nn.module import Module, Sequential
+from tilepy.models.nn.recurrent import GRU, LSTM
+from tilepy.models.nn.transformer import MultiheadAttention, TransformerBlock
 
-__all__ = ["AvgPool2d", "BatchNorm2d", "Conv2d", "Dropout", "Embedding", "Flatten", "GELU",
+__all__ = ["AvgPool2d", "BatchNorm2d", "Conv2d", "Dropout", "Embedding", "EmbeddingBag",
+           "Flatten", "GELU",
            "LayerNorm", "Linear", "MaxPool2d", "Module", "RMSNorm", "ReLU", "Sequential",
            "SiLU", "Sigmoid", "Tanh", "functional", "manual_seed"]
+__all__ += ["GRU", "LSTM", "MultiheadAttention", "TransformerBlock"]

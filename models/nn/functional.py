@@ -174,21 +174,25 @@ def _wgrad(g, x, w_shape, stride: int, pad: int, groups: int) -> np.ndarray:
     return gw
 
 
-def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: str) -> Tensor:
+def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: str,
+          count_include_pad: bool = True) -> Tensor:
     k = _pair(kernel_size, "kernel_size")
     s = k if stride is None else _pair(stride, "stride")
-    if _pair(padding, "padding") != 0:
-        raise model_error(f"{who}: padding is not supported; got padding={padding}",
-                          hint="pad the input with a convolution's padding instead")
+    p = _pair(padding, "padding")
+    if not 0 <= p <= k // 2:
+        raise model_error(f"{who}: padding must lie in [0, kernel_size // 2 = {k // 2}]; "
+                          f"got padding={padding}", hint="PyTorch's limit: a window must "
+                          "hold at least one input element")
     x = as_tensor(x)
     if x.ndim != 4:
         raise model_error(f"{who}: expected input of shape (N, C, H, W); got {x.shape}")
     n, c, h, w = x.shape
-    oh, ow = (h - k) // s + 1, (w - k) // s + 1
+    oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
     if oh < 1 or ow < 1:
-        raise model_error(f"{who}: input {x.shape} is smaller than the {k}x{k} window")
+        raise model_error(f"{who}: input {x.shape} is smaller than the {k}x{k} window "
+                          f"(padding {p})")
     d = x.dtype.name
-    S = np.array([k, s], np.int32)
+    S = np.array([k, s, p, int(bool(count_include_pad))], np.int32)
     y = np.empty((n, c, oh, ow), x.dtype)
     arg = np.empty((n, c, oh, ow), np.int32)
     launch(P.pool2d_fwd(kind=kind, dtype=d), np.ascontiguousarray(x.data), S, y, arg)
@@ -204,8 +208,9 @@ def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0) -> Tensor:
     return _pool("max", x, kernel_size, stride, padding, "max_pool2d")
 
 
-def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0) -> Tensor:
-    return _pool("avg", x, kernel_size, stride, padding, "avg_pool2d")
+def avg_pool2d(x: Tensor, kernel_size, stride=None, padding=0,
+               count_include_pad: bool = True) -> Tensor:
+    return _pool("avg", x, kernel_size, stride, padding, "avg_pool2d", count_include_pad)
 
 
 def flatten(x: Tensor, start_dim: int = 1) -> Tensor:
@@ -231,3 +236,7 @@ from tilepy.models.nn.attention import (  # noqa: E402
 )
 
 __all__ += ["bmm", "scaled_dot_product_attention", "softmax"]
+
+from tilepy.models.nn.sparse import embedding_bag  # noqa: E402
+
+__all__ += ["embedding_bag"]

@@ -67,7 +67,8 @@ class _Pool(Module):
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
     def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}"
+        return (f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}, "
+                f"padding={self.padding}")
 
 
 class MaxPool2d(_Pool):
@@ -76,8 +77,13 @@ class MaxPool2d(_Pool):
 
 
 class AvgPool2d(_Pool):
+    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
+        super().__init__(kernel_size, stride, padding)
+        self.count_include_pad = count_include_pad
+
     def forward(self, x):
-        return F._pool("avg", x, self.kernel_size, self.stride, self.padding, repr(self))
+        return F._pool("avg", x, self.kernel_size, self.stride, self.padding, repr(self),
+                       self.count_include_pad)
 
 
 class Flatten(Module):
@@ -185,6 +191,25 @@ class Embedding(Module):
 
     def forward(self, idx):
         return F.embedding(idx, self.weight, who=repr(self))
+
+
+class EmbeddingBag(Module):
+    """Bags of rows of weight (num, dim) reduced by sum, mean or max (torch's arguments:
+    2-d (bags, size) input, or 1-d input with offsets; per_sample_weights in sum mode)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, mode: str = "mean",
+                 include_last_offset: bool = False, dtype=np.float32):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.mode, self.include_last_offset = mode, include_last_offset
+        self.weight = Parameter(init.normal((num_embeddings, embedding_dim), dtype))
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.mode, per_sample_weights,
+                               self.include_last_offset, who=repr(self))
 
 
 class Dropout(Module):

@@ -5,8 +5,14 @@ trains it a few steps (tests/models/test_zoo_models.py) and the table in docs/mo
 from tilepy.models.zoo.autoencoder import autoencoder, conv_autoencoder, mse_loss, vae, vae_loss
 from tilepy.models.zoo.dense import densenet_tiny, unet_tiny
 from tilepy.models.zoo.graph import gcn, graphsage, mean_adjacency, normalized_adjacency
-from tilepy.models.zoo.recsys import click_loss, deep_cross, matrix_factorization, neural_cf
-from tilepy.models.zoo.recurrent import gru_classifier
+from tilepy.models.zoo.recsys import (
+    click_loss,
+    deep_cross,
+    dlrm,
+    matrix_factorization,
+    neural_cf,
+)
+from tilepy.models.zoo.recurrent import gru_classifier, lstm_classifier
 from tilepy.models.zoo.sets import pointnet
 from tilepy.models.zoo.tabular import residual_mlp, softmax_regression, wide_deep
 from tilepy.models.zoo.text import char_gpt, char_llama, char_mlp
@@ -14,8 +20,9 @@ from tilepy.models.zoo.transformer import mlp_mixer, sequence_tagger, vit_tiny
 from tilepy.models.zoo.vision import lenet5, mlp, mobilenet_tiny, resnet8
 
 __all__ = ["autoencoder", "char_gpt", "char_llama", "char_mlp", "click_loss",
-           "conv_autoencoder", "deep_cross", "densenet_tiny", "gcn", "graphsage",
-           "gru_classifier", "lenet5", "matrix_factorization", "mean_adjacency", "mlp",
+           "conv_autoencoder", "deep_cross", "densenet_tiny", "dlrm", "gcn", "graphsage",
+           "gru_classifier", "lenet5", "lstm_classifier", "matrix_factorization",
+           "mean_adjacency", "mlp",
            "mlp_mixer", "mobilenet_tiny", "mse_loss", "neural_cf", "normalized_adjacency",
            "pointnet", "residual_mlp", "resnet8", "sequence_tagger", "softmax_regression",
            "unet_tiny", "vae", "vae_loss", "vit_tiny", "wide_deep"]

@@ -1,9 +1,9 @@
 """Recommenders for click logs (tilepy.models.data.synthetic.click_logs): matrix
 factorisation, P(click) = sigmoid(u . v + b_item), with user and item Embeddings and the
 dot product as a product and a sum; neural collaborative filtering (an MLP over the
-concatenated embeddings); a Deep & Cross Network. `click_loss` is the binary cross-entropy,
-computed as cross_entropy over the logits (0, z) so the fused, stable softmax kernel does
-the work.
+concatenated embeddings); a Deep & Cross Network; DLRM over embedding bags. `click_loss`
+is the binary cross-entropy, computed as cross_entropy over the logits (0, z) so the
+fused, stable softmax kernel does the work.
 """
 
 from __future__ import annotations
@@ -100,3 +100,43 @@ class DeepCross(nn.Module):
 def deep_cross(n_users: int = 200, n_items: int = 100, dim: int = 8, crosses: int = 2,
                hidden: int = 32, dtype=np.float32) -> DeepCross:
     return DeepCross(n_users, n_items, dim, crosses, hidden, dtype)
+
+
+class DLRM(nn.Module):
+    """DLRM (Naumov et al. 2019): each sparse feature is a bag of ids pooled by an
+    EmbeddingBag (sum), dense features go through a bottom MLP to the same width, every
+    pair of these vectors meets in a dot product, and a top MLP maps the dense vector and
+    the dots to one click logit. With no dense features the pooled vectors themselves
+    join the dots. forward(bags, dense=None): bags is one (N, size) id array per table."""
+
+    def __init__(self, tables, dim: int = 8, n_dense: int = 0, hidden: int = 32,
+                 dtype=np.float32):
+        super().__init__()
+        self.bags = nn.Sequential(*[nn.EmbeddingBag(n, dim, mode="sum", dtype=dtype)
+                                    for n in tables])
+        self.bottom = nn.Sequential(nn.Linear(n_dense, dim, dtype=dtype), nn.ReLU()) \
+            if n_dense else None
+        f = len(tables) + (1 if n_dense else 0)
+        upper = [(i, j) for i in range(f) for j in range(i + 1, f)]
+        pick = np.zeros((f * f, len(upper)), dtype)  # the strict upper triangle's dots
+        for k, (i, j) in enumerate(upper):
+            pick[i * f + j, k] = 1.0
+        self.pick = pick
+        width = len(upper) + (dim if n_dense else len(tables) * dim)
+        self.top = nn.Sequential(nn.Linear(width, hidden, dtype=dtype), nn.ReLU(),
+                                 nn.Linear(hidden, 1, dtype=dtype))
+
+    def forward(self, bags, dense=None):
+        vecs = [bag(ids) for bag, ids in zip(self.bags.children(), bags)]
+        if self.bottom is not None:
+            vecs = [self.bottom(dense)] + vecs
+        n, d = vecs[0].shape
+        z = cat([v.reshape(n, 1, d) for v in vecs], dim=1)  # (N, F, d)
+        dots = F.bmm(z, z.permute((0, 2, 1))).reshape(n, -1) @ Tensor(self.pick)
+        first = vecs[0] if self.bottom is not None else cat(vecs, dim=1)
+        return self.top(cat([first, dots], dim=1)).reshape(-1)
+
+
+def dlrm(tables=(200, 100, 100), dim: int = 8, n_dense: int = 0, hidden: int = 32,
+         dtype=np.float32) -> DLRM:
+    return DLRM(tables, dim, n_dense, hidden, dtype)

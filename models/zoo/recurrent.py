@@ -1,5 +1,6 @@
-"""A GRU sequence classifier, its cell composed of existing ops (two Linears, sigmoid,
-tanh, products and sums; no fused recurrent kernel), unrolled over time in Python.
+"""Sequence classifiers: a GRU whose cell is composed of existing ops (two Linears, sigmoid,
+tanh, products and sums), unrolled over time in Python; an LSTM on nn.LSTM (fused gate
+kernels, backward through time in one graph node).
 
 GRU (PyTorch's gate order r, z, n): r = sigmoid(W_ir x + W_hr h), z = sigmoid(W_iz x +
 W_hz h), n = tanh(W_in x + r * (W_hn h)), h' = (1 - z) * n + z * h.
@@ -54,3 +55,31 @@ class GRUClassifier(nn.Module):
 def gru_classifier(vocab: int = 2, classes: int = 2, embed: int = 8, hidden: int = 16,
                    dtype=np.float32) -> GRUClassifier:
     return GRUClassifier(vocab, classes, embed, hidden, dtype)
+
+
+class LSTMClassifier(nn.Module):
+    """(N, T) token codes -> (N, classes): embed, nn.LSTM (fused gate kernels, batch_first,
+    `layers` deep) from a zero state, a Linear on the last layer's final hidden state.
+    With `in_features`, the input is already a float sequence (N, T, in_features) (for
+    instance an image read row by row) and there is no embedding."""
+
+    def __init__(self, vocab: int, classes: int, embed: int = 8, hidden: int = 16,
+                 layers: int = 1, in_features: int | None = None, dtype=np.float32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, embed, dtype=dtype) if in_features is None else None
+        self.lstm = nn.LSTM(embed if in_features is None else in_features, hidden,
+                            num_layers=layers, batch_first=True, dtype=dtype)
+        self.head = nn.Linear(hidden, classes, dtype=dtype)
+
+    def forward(self, x):
+        if self.embed is not None:
+            expect_shape("LSTMClassifier", x, (None, None), hint="a batch of token sequences")
+            x = self.embed(x)
+        _, (h, _) = self.lstm(x)
+        return self.head(h[-1])
+
+
+def lstm_classifier(vocab: int = 2, classes: int = 2, embed: int = 8, hidden: int = 16,
+                    layers: int = 1, in_features: int | None = None,
+                    dtype=np.float32) -> LSTMClassifier:
+    return LSTMClassifier(vocab, classes, embed, hidden, layers, in_features, dtype)

@@ -164,6 +164,16 @@ def test_a_tensor_used_twice_gets_both_gradients():
     np.testing.assert_array_equal(b.grad, a.data)
 
 
+def test_a_residual_input_gets_the_gradient_of_both_paths():
+    """x + f(x), x first: x must wait for f's subtree (a depth-first order that marked
+    tensors when pushed ran x first and dropped f's share)."""
+    rng = np.random.default_rng(9)
+    check(lambda x: x + x.sigmoid(), rand(rng, 3))
+    check(lambda x: (lambda h: h + (h * h).tanh())(x * 2.0), rand(rng, 2, 2))
+    check(lambda x, w: (lambda h: h + F.linear(h, w))(x.tanh()), rand(rng, 2, 3),
+          rand(rng, 3, 3))
+
+
 def test_errors_name_the_op_and_shapes():
     a, b = Tensor(np.ones((2, 3))), Tensor(np.ones((4, 3)))
     with pytest.raises(ModelError, match=r"add: shapes \(2, 3\) and \(4, 3\) do not broadcast"):

@@ -423,6 +423,12 @@ _JIT_CASES = {
     "neural_cf": (lambda: zoo.neural_cf(6, 5), (np.arange(4), np.arange(4) % 5,
                                                 np.array([0, 1, 1, 0], np.float32)),
                   lambda m, u, i, label: zoo.click_loss(m(u, i), label)),
+    "dlrm": (lambda: zoo.dlrm((6, 5, 5), dim=4),
+             ([np.arange(4)[:, None], np.arange(4)[:, None] % 5,
+               np.array([[0, 1], [2, 2], [4, 3], [1, 1]])], np.array([0, 1, 1, 0], np.float32)),
+             lambda m, bags, label: zoo.click_loss(m(bags), label)),
+    "lstm_classifier": (lambda: zoo.lstm_classifier(5, 4, layers=2),
+                        (_RNG.integers(0, 5, (3, 6)), _RNG.integers(0, 4, 3)), _xent),
 }
 
 
@@ -435,3 +441,36 @@ def test_zoo_training_step_same_bits_on_jit_and_interpreter(name):
     assert len(ref) == len(got)
     for a, b in zip(ref, got):
         assert a.tobytes() == b.tobytes()
+
+
+def test_dlrm_on_click_logs():
+    c = synthetic.click_logs(256, seed=1)
+    nn.manual_seed(0)
+    model = zoo.dlrm((200, 100, 100), dim=8)
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    p = float(c["label"].mean())
+    entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
+    bags = [c["user"][:, None], c["item"][:, None], c["history"]]
+    loss = lambda: zoo.click_loss(model(bags), c["label"])  # noqa: E731
+    _falls(_train(model, loss, opt, 6), entropy)
+
+
+def test_dlrm_with_dense_features_has_one_logit_per_row():
+    nn.manual_seed(0)
+    model = zoo.dlrm((10, 7), dim=4, n_dense=3)
+    with tilepy.backend("interp"):
+        out = model([np.array([[1, 2], [9, 9]]), np.array([[6], [0]])], np.ones((2, 3), np.float32))
+    assert out.shape == (2,) and np.all(np.isfinite(out.data))
+    assert model.top[0].in_features == 4 + 3  # the bottom vector and 3 pair dots
+
+
+def test_lstm_classifier_recalls_the_first_token():
+    """As the GRU's test: the label is the first of 6 tokens, the rest filler."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, 32)
+    x = np.concatenate([y[:, None], np.full((32, 5), 4)], axis=1)
+    nn.manual_seed(0)
+    model = zoo.lstm_classifier(vocab=5, classes=4)
+    opt = optim.Adam(model.parameters(), lr=2e-2)
+    _falls(_train(model, lambda: F.cross_entropy(model(x), y), opt, 6), np.log(4))
+    assert np.all(np.abs(model.embed.weight.grad[:4]).sum(axis=1) > 0)

@@ -1,0 +1,93 @@
+"""nn.MultiheadAttention and nn.TransformerBlock (interpreter): values against a float64
+numpy implementation, gradients against float64 central differences, causality, layouts
+and input errors."""
+
+import numpy as np
+import pytest
+
+import tilepy
+from tests.models.gradcheck import check
+from tilepy.models import Tensor, nn
+from tilepy.models.errors import ModelError
+from tilepy.models.nn.transformer import multi_head_attention
+
+
+@pytest.fixture(autouse=True)
+def interp():
+    with tilepy.backend("interp"):
+        yield
+
+
+def _numpy_mha(q, k, v, heads, w, b, wo, bo, causal=False):
+    """(N, L, E) batch-first multi-head attention in float64 numpy."""
+    n, length, e = q.shape
+    d = e // heads
+    proj = [x @ w[i * e:(i + 1) * e].T + b[i * e:(i + 1) * e] for i, x in enumerate((q, k, v))]
+    qh, kh, vh = (p.reshape(n, -1, heads, d).transpose(0, 2, 1, 3) for p in proj)
+    s = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(d)
+    if causal:
+        s = s + np.where(np.arange(s.shape[-1])[None] > np.arange(length)[:, None], -np.inf, 0)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    y = (p / p.sum(-1, keepdims=True)) @ vh
+    return y.transpose(0, 2, 1, 3).reshape(n, length, e) @ wo.T + bo
+
+
+def test_multihead_attention_values_self_cross_and_sequence_first():
+    rng = np.random.default_rng(0)
+    nn.manual_seed(0)
+    m = nn.MultiheadAttention(4, 2, dtype=np.float64)
+    m.in_proj_bias.data[:] = rng.standard_normal(12)
+    q, kv = rng.standard_normal((3, 2, 4)), rng.standard_normal((5, 2, 4))  # (L, N, E)
+    ps = (m.in_proj_weight.data, m.in_proj_bias.data, m.out_proj.weight.data,
+          m.out_proj.bias.data)
+    got, weights = m(q, kv, kv)
+    want = _numpy_mha(q.transpose(1, 0, 2), *(2 * [kv.transpose(1, 0, 2)]), 2, *ps)
+    assert weights is None
+    np.testing.assert_allclose(got.data, want.transpose(1, 0, 2), rtol=1e-12, atol=1e-14)
+    x = Tensor(q)
+    got = m(x, x, x, is_causal=True)[0].data
+    want = _numpy_mha(*(3 * [q.transpose(1, 0, 2)]), 2, *ps, causal=True)
+    np.testing.assert_allclose(got, want.transpose(1, 0, 2), rtol=1e-12, atol=1e-14)
+
+
+def test_multihead_attention_gradients():
+    rng = np.random.default_rng(1)
+    w, wo = rng.standard_normal((12, 4)) * 0.5, rng.standard_normal((4, 4)) * 0.5
+    b, bo = rng.standard_normal(12), rng.standard_normal(4)
+    q, kv = rng.standard_normal((1, 2, 4)), rng.standard_normal((1, 3, 4))
+    check(lambda q, k, v, b: multi_head_attention(q, k, v, 2, Tensor(w), b, Tensor(wo),
+                                                  Tensor(bo)), q, kv, kv.copy(), b)
+    check(lambda x, wo: multi_head_attention(x, x, x, 2, Tensor(w), Tensor(b), wo, None,
+                                             is_causal=True), q, wo)
+
+
+def test_transformer_block_is_causal_and_trains():
+    nn.manual_seed(2)
+    block = nn.TransformerBlock(8, 2, dim_feedforward=16, causal=True, dtype=np.float64)
+    x = np.random.default_rng(3).standard_normal((2, 5, 8))
+    y = block(x).data
+    later = x.copy()
+    later[:, 3:] += 1.0  # changing tokens 3.. leaves the outputs at 0..2 unchanged
+    np.testing.assert_array_equal(block(later).data[:, :3], y[:, :3])
+    assert not np.allclose(block(later).data[:, 3:], y[:, 3:])
+    open_block = nn.TransformerBlock(8, 2, causal=False, norm="rms", activation="relu",
+                                     dtype=np.float64)
+    assert not np.array_equal(open_block(later).data[:, :3], open_block(x).data[:, :3])
+    check(lambda x: nn.TransformerBlock.forward(block, x), x[:1, :3])
+    names = {k for k, _ in block.named_parameters()}
+    assert {"attn.in_proj_weight", "attn.out_proj.weight", "norm1.weight",
+            "mlp.0.weight"} <= names
+
+
+def test_attention_module_errors():
+    with pytest.raises(ModelError, match=r"num_heads=3 must divide embed_dim=8"):
+        nn.MultiheadAttention(8, 3)
+    m = nn.MultiheadAttention(8, 2, batch_first=True)
+    x = np.zeros((2, 4, 8), np.float32)
+    with pytest.raises(ModelError, match=r"expected query of shape \(N, L, E\) with E=8; "
+                                         r"got \(2, 4, 6\)"):
+        m(x[..., :6], x, x)
+    with pytest.raises(ModelError, match=r"key and value must have one shape"):
+        m(x, x, x[:, :3])
+    with pytest.raises(ModelError, match=r"need_weights=True is not supported"):
+        m(x, x, x, need_weights=True)
