@@ -53,3 +53,8 @@ class KernelAssertionError(TilepyError):
 
 class NotPortableError(TilepyError):
     """A GPU feature with no meaning on the CPU reference (TMA, mbarriers, tcgen05...)."""
+
+
+class KernelInputError(TilepyError):
+    """Arrays handed to a library kernel's wrapper (tilepy.kernels: attention, sparse,
+    top-k, ...) whose shapes, dtypes or index tables do not fit together."""
