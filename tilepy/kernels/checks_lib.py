@@ -1,0 +1,253 @@
+"""Derived error bounds for the library kernels beyond checks.py's reference kernels:
+training attention (forward, logsumexp and gradients), CSR SpMM and SDDMM on power-law
+matrices, top-k, cumsum, embedding bag and cross-entropy. Each case pairs the kernel's
+inputs with a float64 numpy reference computed without tilepy and a per-element bound
+(comments derive each; u = U32 = 2^-24, the float32 unit roundoff).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilepy.kernels.checks import EXP2_U, EXP_U, U32, Case, gamma
+
+
+@dataclass
+class MultiCase:
+    """Several outputs of one computation, each with its reference and bound."""
+    name: str
+    inputs: dict
+    refs: dict
+    bounds: dict
+
+    def check(self, outs: dict) -> dict:
+        """name -> (max error, max error / bound, passes)."""
+        res = {}
+        for k, ref in self.refs.items():
+            c = Case(k, "float32", "", None, [], ref, self.bounds[k])
+            res[k] = (*c.error(outs[k]), c.passes(outs[k]))
+        return res
+
+
+# ---------------------------------------------------------------- attention
+
+
+def _packed_mask(cu, causal):
+    seq = np.repeat(np.arange(len(cu) - 1), np.diff(cu))
+    pos = np.arange(cu[-1]) - cu[seq]
+    ok = seq[:, None] == seq[None, :]
+    return ok & (pos[None, :] <= pos[:, None]) if causal else ok
+
+
+def attention_train_case(rng, lengths, heads, kv_heads, dim, causal, varlen) -> MultiCase:
+    """Inputs for tilepy.kernels.attention_api (fixed: equal lengths, (B, H, S, D))."""
+    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    T_, g = int(cu[-1]), heads // kv_heads
+    pk = [(rng.standard_normal((T_, h, dim))).astype(np.float32)
+          for h in (heads, kv_heads, kv_heads, heads)]
+    q, k, v, do = (x.astype(np.float64).transpose(1, 0, 2) for x in pk)  # (H, T, D)
+    k, v = np.repeat(k, g, 0), np.repeat(v, g, 0)
+    mask = _packed_mask(cu, causal)
+    s = q @ k.transpose(0, 2, 1) / math.sqrt(dim)
+    s = np.where(mask, s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    den = e.sum(-1, keepdims=True)
+    p, lse = e / den, (m + np.log(den))[..., 0]
+    o = p @ v
+    dP = do @ v.transpose(0, 2, 1)
+    delta = (do * o).sum(-1, keepdims=True)
+    dS = p * (dP - delta)
+    sm = 1 / math.sqrt(dim)
+    grads = {"dq": dS @ k * sm, "dk": dS.transpose(0, 2, 1) @ q * sm,
+             "dv": p.transpose(0, 2, 1) @ do}
+    # forward (as checks.attention_case): scores carry D adds, the exponent's absolute
+    # error (spread + D * qk terms) becomes P's relative error, rows add S terms, each of
+    # nblocks rescales 2 roundings and an exp2, the divide one: relative c to sum p|v|.
+    S, nb = int(max(lengths)), math.ceil(int(max(lengths)) / 64)
+    fin = np.isfinite(s)
+    spread = float(np.max(np.where(fin, m - s, 0)))
+    qk = float((np.abs(q) @ np.abs(k).transpose(0, 2, 1)).max()) * sm
+    c = (S + dim + (4 + EXP2_U) * nb + 8 + EXP2_U + 2 * (spread + dim * qk)) * U32 * 1.01
+    b_o = c * (p @ np.abs(v))
+    # lse = (m*scale2 + log2 den) ln2: the max moves with its score (D*qk u), log2 of a sum
+    # off by c relative moves by c/ln2, three roundings of values up to |lse| + |m|.
+    b_lse = (c + dim * qk * U32 + 4 * U32 * (np.abs(lse) + np.abs(m[..., 0]))) * 1.01
+    # backward P = exp2(s scale2 - lse log2e): exponent off by the score's D*qk u, lse's
+    # bound, 3 roundings of values up to |s| + |lse|; exp2 adds EXP2_U: relative rP.
+    rP = float(np.max(b_lse) + dim * qk * U32 + 3 * U32 * (np.max(np.abs(np.where(fin, s, 0)))
+                                                           + np.max(np.abs(lse)))) \
+        * 2 + EXP2_U * U32
+    aP = p
+    nq = g * S + 1  # adds into dK, dV: the group's heads times the rows, + the product
+    gd = gamma(dim + 1)
+    e_delta = gd * (np.abs(do) * np.abs(o)).sum(-1, keepdims=True) + \
+        (np.abs(do) * b_o).sum(-1, keepdims=True)
+    diff = np.abs(dP - delta)
+    e_dS = aP * (gd * (np.abs(do) @ np.abs(v).transpose(0, 2, 1)) + e_delta + U32 * diff) + \
+        rP * aP * diff + U32 * np.abs(dS)
+    aq, ak = np.abs(q), np.abs(k)
+    bounds = {
+        "dq": sm * (gamma(S + 1) * np.abs(dS) @ ak + e_dS @ ak) + U32 * np.abs(grads["dq"]),
+        "dk": sm * (gamma(nq) * np.abs(dS).transpose(0, 2, 1) @ aq
+                    + e_dS.transpose(0, 2, 1) @ aq) + U32 * np.abs(grads["dk"]),
+        "dv": (gamma(nq) + rP * 1.01) * (aP.transpose(0, 2, 1) @ np.abs(do)),
+    }
+
+    def group_sum(x):  # (H, T, D) -> (KH, T, D): a KV head's gradient sums its group
+        return x.reshape(kv_heads, g, T_, dim).sum(1)
+
+    for key in ("dk", "dv"):
+        grads[key], bounds[key] = group_sum(grads[key]), group_sum(bounds[key])
+    refs = {"o": o, "lse": lse, **grads}
+    bnds = {"o": b_o, "lse": b_lse, **{k: 1.05 * b for k, b in bounds.items()}}
+    layout = _to_layout(varlen, cu)
+    inputs = dict(zip(("q", "k", "v", "do"), (layout(x) for x in pk)))
+    inputs.update(causal=causal, cu_seqlens=cu if varlen else None)
+    outs = {k: layout(np.moveaxis(x, 0, 1) if x.ndim == 3 else x.T) for k, x in refs.items()}
+    obnd = {k: layout(np.moveaxis(x, 0, 1) if x.ndim == 3 else x.T) for k, x in bnds.items()}
+    return MultiCase(f"attention train {'causal ' if causal else ''}{'varlen ' if varlen else ''}"
+                     f"H{heads}/KV{kv_heads}", inputs, outs, obnd)
+
+
+def _to_layout(varlen, cu):
+    """(T, H, ...) packed -> the kernel's layout: unchanged, or (B, H, S, ...) fixed."""
+    def f(x):
+        if varlen:
+            return np.ascontiguousarray(x)
+        B, S = len(cu) - 1, int(cu[1])
+        return np.ascontiguousarray(np.swapaxes(x.reshape(B, S, *x.shape[1:]), 1, 2))
+    return f
+
+
+# ---------------------------------------------------------------- sparse
+
+
+def power_law_csr(rng, M, K, alpha=1.2, empty=0.2):
+    """CSR (indptr, indices, data) with Pareto(alpha) row lengths, a fraction `empty` of
+    rows with no nonzero and row 1 full (K nonzeros): both ends of a power law."""
+    lens = np.minimum((rng.pareto(alpha, M) * 2).astype(np.int64), K)
+    lens[rng.random(M) < empty] = 0
+    lens[0], lens[min(1, M - 1)] = 0, K
+    indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    indices = np.concatenate([np.sort(rng.choice(K, n, replace=False)) if n < K // 4 else
+                              np.sort(rng.permutation(K)[:n]) for n in lens]
+                             or [np.zeros(0, int)]).astype(np.int32)
+    data = rng.standard_normal(indices.size).astype(np.float32)
+    return indptr, indices, data
+
+
+def _dense(indptr, indices, data, M, K):
+    rows = np.repeat(np.arange(M), np.diff(indptr))
+    return rows, indices, data.astype(np.float64)
+
+
+def spmm_case(rng, M, K, N, alpha=1.2) -> Case:
+    indptr, indices, data = power_law_csr(rng, M, K, alpha)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    rows, cols, vals = _dense(indptr, indices, data, M, K)
+    ref, absum = np.zeros((M, N)), np.zeros((M, N))
+    np.add.at(ref, rows, vals[:, None] * b[cols].astype(np.float64))
+    np.add.at(absum, rows, np.abs(vals)[:, None] * np.abs(b[cols]).astype(np.float64))
+    # each product rounds once; a row's n nonzeros are added in pieces (each from 0) and
+    # the pieces added together: n - 1 roundings in all, whatever the partition
+    n = np.diff(indptr)[:, None]
+    bound = (n + 1) * U32 / (1 - (n + 1) * U32) * absum + 2 * gamma(K, 2.0**-53) * absum
+    return Case("spmm csr", "float32", f"{M}x{K} nnz {indices.size} x {N}", None,
+                [indptr, indices, data, b], ref, bound)
+
+
+def sddmm_case(rng, M, N, D, alpha=1.2) -> Case:
+    indptr, indices, data = power_law_csr(rng, M, N, alpha)
+    x = rng.standard_normal((M, D)).astype(np.float32)
+    y = rng.standard_normal((N, D)).astype(np.float32)
+    rows, cols, vals = _dense(indptr, indices, data, M, N)
+    X, Y = x.astype(np.float64)[rows], y.astype(np.float64)[cols]
+    ref = vals * np.einsum("kd,kd->k", X, Y)
+    # D products and D - 1 adds (gamma_{D+1} of sum|x||y|), then one multiply by data (u)
+    bound = np.abs(vals) * gamma(D + 2) * np.einsum("kd,kd->k", np.abs(X), np.abs(Y))
+    return Case("sddmm csr", "float32", f"{M}x{N} nnz {indices.size} x {D}", None,
+                [indptr, indices, data, x, y], ref, bound)
+
+
+# ---------------------------------------------------------------- row kernels
+
+
+def topk_reference(x: np.ndarray, k: int):
+    """(values, indices): descending, ties by lowest index, NaN above everything."""
+    key = np.where(np.isnan(x), np.inf, x).astype(np.float64)
+    nan_first = np.lexsort((np.arange(x.shape[1])[None, :].repeat(x.shape[0], 0),
+                            ~np.isnan(x), -key), axis=1) if x.size else key.astype(int)
+    idx = nan_first[:, :k].astype(np.int32)
+    return np.take_along_axis(x, idx, 1), idx
+
+
+def cumsum_case(rng, M, N, reverse=False) -> Case:
+    x = rng.standard_normal((M, N)).astype(np.float32)
+    X = x.astype(np.float64)[:, ::-1] if reverse else x.astype(np.float64)
+    ref, ab = np.cumsum(X, 1), np.cumsum(np.abs(X), 1)
+    # y_j is j sequential float32 adds: gamma_j * sum_{i<=j}|x_i|
+    j = np.arange(1, N + 1)[None, :]
+    bound = j * U32 / (1 - j * U32) * ab
+    if reverse:
+        ref, bound = ref[:, ::-1], bound[:, ::-1]
+    return Case("cumsum" + (" reverse" if reverse else ""), "float32", f"{M}x{N}", None,
+                [x], ref, bound)
+
+
+def embedding_bag_case(rng, V, D, bags, mode) -> Case:
+    w = rng.standard_normal((V, D)).astype(np.float32)
+    sizes = rng.integers(0, 9, bags)
+    sizes[0] = 0
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    idx = rng.integers(0, V, off[-1]).astype(np.int32)
+    W = w.astype(np.float64)
+    ref, bound = np.zeros((bags, D)), np.zeros((bags, D))
+    for b, (lo, hi) in enumerate(zip(off[:-1], off[1:])):
+        if hi == lo:
+            continue
+        rows = W[idx[lo:hi]]
+        n = hi - lo
+        ref[b] = {"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[mode]
+        # max is exact; a sum is n - 1 float32 adds; the mean's divide rounds once more
+        absum = np.abs(rows).sum(0) / (n if mode == "mean" else 1)
+        bound[b] = 0 if mode == "max" else gamma(n) * absum + \
+            (U32 * np.abs(ref[b]) if mode == "mean" else 0)
+    return Case(f"embedding bag {mode}", "float32", f"{V}x{D}, {bags} bags", None,
+                [w, idx, off], ref, bound)
+
+
+def xent_case(rng, M, C, smoothing, ignore_index=-100, chunk=256) -> MultiCase:
+    x = (rng.standard_normal((M, C)) * 3).astype(np.float32)
+    lab = rng.integers(0, C, M).astype(np.int32)
+    lab[::5] = ignore_index
+    dl = rng.standard_normal(M).astype(np.float32)
+    X = x.astype(np.float64)
+    m = X.max(1, keepdims=True)
+    lse = (m + np.log(np.exp(X - m).sum(1, keepdims=True)))[:, 0]
+    keep = lab != ignore_index
+    xl = X[np.arange(M), np.where(keep, lab, 0)]
+    loss = np.where(keep, lse - (1 - smoothing) * xl - smoothing / C * X.sum(1), 0)
+    p = np.exp(X - lse[:, None])
+    hot = np.zeros_like(X)
+    hot[np.arange(M), np.where(keep, lab, 0)] = 1 - smoothing
+    dx = np.where(keep[:, None], (p - hot - smoothing / C) * dl[:, None].astype(np.float64), 0)
+    # the sum of exp as softmax's (C adds, a rescale of 2 roundings and an exp per chunk, the
+    # exps' EXP_U): relative r to the sum, absolute r in its log; log rounds (u|log|), the
+    # max add (u|lse|); the loss: 4 roundings of values up to |lse| + |x_y| + eps*sum|x|.
+    chunks = math.ceil(C / chunk)
+    spread = float((m - X).max())
+    r = (C + chunks * (EXP_U + 2 + 2 * spread) + EXP_U + 2 * spread) * U32 * 1.01
+    b_lse = r + 3 * U32 * (np.abs(lse) + np.abs(m[:, 0]))
+    mag = np.abs(lse) + np.abs(xl) + smoothing / C * np.abs(X).sum(1)
+    b_loss = np.where(keep, b_lse + gamma(C + 4) * mag, 0)
+    # backward: exp(x - lse) relative (|x - lse| + 1) u + lse's bound + EXP_U; then the
+    # subtractions and the multiply by dLoss: 4 roundings of values up to p + 1.
+    rp = b_lse[:, None] + (np.abs(X - lse[:, None]) + 1 + EXP_U) * U32
+    b_dx = np.where(keep[:, None], (rp * p + 4 * U32 * (p + 1)) * np.abs(dl)[:, None] * 1.01, 0)
+    return MultiCase(f"cross-entropy eps={smoothing}", {"x": x, "labels": lab, "dloss": dl},
+                     {"loss": loss, "lse": lse, "dx": dx},
+                     {"loss": b_loss, "lse": np.where(True, b_lse, 0), "dx": b_dx})
