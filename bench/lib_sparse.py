@@ -54,42 +54,52 @@ def _check(case, out) -> str:
     return f"ok, max err {err:.2g} <= bound (ratio {ratio:.2g})"
 
 
-def rows(quick: bool = False) -> list[dict]:
-    import numba
+def _pair(kind, case, M):
+    """(tilepy call, peer call, the scipy matrix) for one case."""
     import scipy.sparse as sp
 
+    indptr, indices, data = case.inputs[:3]
+    a = sp.csr_matrix((data, indices, indptr), shape=(M, M))
+    if kind == "spmm":
+        b = case.inputs[3]
+        return (lambda: spmm(a, b)), (lambda: a @ b), a
+    x, y = case.inputs[3:]
+    rows_ = np.repeat(np.arange(M), np.diff(indptr))
+    # scipy has no SDDMM: the same values from a gather and a row dot
+    return (lambda: sddmm(a, x, y)), \
+        (lambda: data * np.einsum("kd,kd->k", x[rows_], y[indices])), a
+
+
+def _sparse_rows(kind, rng, M, N, quick, full):
+    make = checks_lib.spmm_case if kind == "spmm" else checks_lib.sddmm_case
+    case = make(rng, M, M, N, alpha=1.1)
+    mine, peer, a = _pair(kind, case, M)
+    out = []
+    with tilepy.backend("jit", fast=True):
+        check = _check(case, mine())
+        for n in (1, full):
+            _threads(n)
+            t = best_of({"mine": mine, "peer": peer}, 3 if quick else 7)
+            out.append({"kernel": f"{kind} CSR power-law {M}x{M} nnz {a.nnz} (max row "
+                        f"{np.diff(a.indptr).max()}) x {N}", "check": check,
+                        "fast": t["mine"], "exact": None, "peer": t["peer"],
+                        "peer_name": "scipy.sparse (1 thread)" if kind == "spmm" else
+                        "numpy gather + einsum (1 thread)",
+                        "goal": ">= 1x peer" if kind == "spmm" else "-",
+                        "note": f"tilepy on {n} thread(s)"})
+        _threads(full)
+    return out
+
+
+def rows(quick: bool = False) -> list[dict]:
+    import numba
+
     full = numba.config.NUMBA_NUM_THREADS
-    M = 20_000 if quick else 200_000
+    M = 20_000 if quick else 100_000
     rng = np.random.default_rng(0)
     out = []
     for kind, N in (("spmm", 64), ("sddmm", 64)):
-        case = (checks_lib.spmm_case if kind == "spmm" else checks_lib.sddmm_case)(
-            rng, M, M, N, alpha=1.1)
-        indptr, indices, data = case.inputs[:3]
-        a = sp.csr_matrix((data, indices, indptr), shape=(M, M))
-        if kind == "spmm":
-            b = case.inputs[3]
-            mine, peer = (lambda: spmm(a, b)), (lambda: a @ b)
-        else:
-            x, y = case.inputs[3:]
-            rows_ = np.repeat(np.arange(M), np.diff(indptr))
-
-            def peer():  # scipy has no SDDMM: the same values from a gather and a row dot
-                return data * np.einsum("kd,kd->k", x[rows_], y[indices])
-            mine = (lambda: sddmm(a, x, y))
-        with tilepy.backend("jit", fast=True):
-            check = _check(case, mine())
-            for n in (1, full):
-                _threads(n)
-                t = best_of({"mine": mine, "peer": peer}, 3 if quick else 7)
-                out.append({"kernel": f"{kind} CSR power-law {M}x{M} nnz {a.nnz} "
-                            f"(max row {np.diff(indptr).max()}) x {N}", "check": check,
-                            "fast": t["mine"], "exact": None, "peer": t["peer"],
-                            "peer_name": "scipy.sparse (1 thread)" if kind == "spmm" else
-                            "numpy gather + einsum (1 thread)", "goal": ">= 1x peer"
-                            if kind == "spmm" else "-",
-                            "note": f"tilepy on {n} thread(s)"})
-            _threads(full)
+        out += _sparse_rows(kind, rng, M, N, quick, full)
     return out
 
 
