@@ -64,3 +64,16 @@ def test_bad_shapes_name_the_callers_line():
     assert e.value.loc.file == __file__
     with pytest.raises(KernelInputError, match="cu_seqlens"):
         attention(q[0], q[0], q[0], cu_seqlens=np.array([0, 5], np.int32))
+
+
+def test_gradients_without_dq_partials(monkeypatch):
+    # past DQ_PARTS_BYTES the backward recomputes P in a dQ kernel instead of keeping dS K
+    # per KV tile: the same bound
+    import tilepy.kernels.attention_api as api
+
+    monkeypatch.setattr(api, "DQ_PARTS_BYTES", 0)
+    case = attention_train_case(np.random.default_rng(6), *SHAPES[2])
+    with tilepy.backend("interp"):
+        outs = _run(case)
+    for name, (err, ratio, ok) in case.check(outs).items():
+        assert ok, f"{case.name} {name}: max error {err:.3g} is {ratio:.3g}x the bound"

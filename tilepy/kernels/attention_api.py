@@ -13,8 +13,11 @@ from tilepy.kernels.flash_attn import (
     attention_delta,
     attention_dkdv,
     attention_dq,
+    attention_dq_sum,
     attention_fwd,
 )
+
+DQ_PARTS_BYTES = 256 << 20  # largest buffer of dQ partials (KV tiles x rows x dim)
 
 
 def _flags(causal: bool, varlen: bool) -> np.ndarray:
@@ -45,7 +48,26 @@ def attention_backward(q, k, v, o, lse, do, causal=False, cu_seqlens=None, block
     tiles = tile_table(np.diff(cu), block)
     dq, dk, dv = np.empty_like(Q), np.empty_like(K), np.empty_like(V)
     flags = _flags(causal, varlen)
-    attention_dkdv(heads, kv_heads, dim, block, dt)(Q, K, V, dO, L, delta, cu, tiles, flags,
-                                                    dk, dv)
-    attention_dq(heads, kv_heads, dim, block, dt)(Q, K, V, dO, L, delta, cu, tiles, flags, dq)
+    nkt = int(-(-np.diff(cu).max(initial=0) // block))
+    if nkt * Q.size * 4 <= DQ_PARTS_BYTES:  # dS K per KV tile, summed after: 5 gemms a pair
+        parts = np.empty((max(nkt, 1), Q.shape[0], dim), np.float32)
+        attention_dkdv(heads, kv_heads, dim, block, dt, True)(
+            Q, K, V, dO, L, delta, cu, tiles, flags, parts, dk, dv)
+        attention_dq_sum(heads, dim, block, dt)(parts, cu, tiles, flags, dq)
+    else:  # attention_dq recomputes P and dS: 7 gemms a pair, no extra memory
+        attention_dkdv(heads, kv_heads, dim, block, dt)(
+            Q, K, V, dO, L, delta, cu, tiles, flags, _NO_PARTS[dim], dk, dv)
+        attention_dq(heads, kv_heads, dim, block, dt)(Q, K, V, dO, L, delta, cu, tiles,
+                                                      flags, dq)
     return dq.reshape(q.shape), dk.reshape(k.shape), dv.reshape(v.shape)
+
+
+class _NoParts(dict):
+    """An unused (1, 1, dim) DQP argument per dim."""
+
+    def __missing__(self, dim):
+        self[dim] = np.zeros((1, 1, dim), np.float32)
+        return self[dim]
+
+
+_NO_PARTS = _NoParts()

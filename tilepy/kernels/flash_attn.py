@@ -41,6 +41,17 @@ def _mask(scores, q0, k0, n, causal, block_M, block_N):
         scores[i, j] = T.if_then_else(ok, 0.0, NEG_INF)
 
 
+@T.macro
+def _scores(scores, Q_s, K_s, q0, k0, n, causal, block_M, block_N):
+    """scores = Q_s K_s^T, -inf where masked; a tile with every key visible to every query
+    skips the mask (a cleared accumulator gives the same sums)."""
+    if k0 + block_N <= n and q0 + block_M <= n and (causal == 0 or k0 + block_N <= q0 + 1):
+        T.gemm(Q_s, K_s, scores, transpose_B=True, clear_accum=True)
+    else:
+        _mask(scores, q0, k0, n, causal, block_M, block_N)
+        T.gemm(Q_s, K_s, scores, transpose_B=True)
+
+
 @tilepy.jit
 def attention_fwd(heads, kv_heads, dim, block_M=64,
                   block_N=64, dtype="float32"):
@@ -76,8 +87,7 @@ def attention_fwd(heads, kv_heads, dim, block_M=64,
             last = T.if_then_else(Flags[0] != 0, T.min(q0 + block_M, n), n)
             for kb in T.serial(T.ceildiv(last, block_N)):
                 _load_rows(K_s, K, koff, kst, kb * block_N, n, block_N, dim)
-                _mask(scores, q0, kb * block_N, n, Flags[0], block_M, block_N)
-                T.gemm(Q_s, K_s, scores, transpose_B=True)
+                _scores(scores, Q_s, K_s, q0, kb * block_N, n, Flags[0], block_M, block_N)
                 T.copy(m_new, m_old)
                 T.reduce_max(scores, m_new, dim=1, clear=False)
                 for i in T.Parallel(block_M):
@@ -151,18 +161,20 @@ def _store_rows(dst, src, off, stride, s0, n, rows, dim, factor):
 
 
 @tilepy.jit
-def attention_dkdv(heads, kv_heads, dim, block=64,
-                   dtype="float32"):
-    """dK, dV of one KV tile: the group's query heads, then the query tiles, ascending."""
+def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=False):
+    """dK, dV of one KV tile: the group's query heads, then the query tiles, ascending.
+    dq_parts: also write dS K of each (KV tile kt, query row) to DQP[kt, row] (summed by
+    attention_dq_sum), instead of attention_dq recomputing P and dS."""
     group, scale, sm = heads // kv_heads, LOG2E / math.sqrt(dim), 1.0 / math.sqrt(dim)
     RQ, RK, B1, NT = _sizes()
+    NKT, RP = T.symbolic("NKT"), T.symbolic("RP")
 
     @T.prim_func
     def attention_dkdv(Q: T.Tensor((RQ, dim), dtype), K: T.Tensor((RK, dim), dtype),
                        V: T.Tensor((RK, dim), dtype), dO: T.Tensor((RQ, dim), dtype),
                        LSE: T.Tensor((RQ,), ACC), Delta: T.Tensor((RQ,), ACC),
                        Cu: T.Tensor((B1,), "int32"), Tiles: T.Tensor((NT, 2), "int32"),
-                      Flags: T.Tensor((2,), "int32"),
+                       Flags: T.Tensor((2,), "int32"), DQP: T.Tensor((NKT, RP, dim), ACC),
                        dK: T.Tensor((RK, dim), dtype), dV: T.Tensor((RK, dim), dtype)):
         with T.Kernel(NT, kv_heads, threads=128) as (bx, by):
             Q_s = T.alloc_shared((block, dim), dtype)
@@ -174,6 +186,8 @@ def attention_dkdv(heads, kv_heads, dim, block=64,
             dP = T.alloc_fragment((block, block), ACC)
             dK_l = T.alloc_fragment((block, dim), ACC)
             dV_l = T.alloc_fragment((block, dim), ACC)
+            if dq_parts:
+                dq_l = T.alloc_fragment((block, dim), ACC)
             lse2 = T.alloc_fragment((block,), ACC)
             delta = T.alloc_fragment((block,), ACC)
             b, k0 = Tiles[bx, 0], Tiles[bx, 1]
@@ -190,12 +204,16 @@ def attention_dkdv(heads, kv_heads, dim, block=64,
                     _load_rows(Q_s, Q, qoff, qst, qb * block, n, block, dim)
                     _load_rows(dO_s, dO, qoff, qst, qb * block, n, block, dim)
                     _load_stats(lse2, delta, LSE, Delta, qoff, qst, qb * block, n, block)
-                    _mask(scores, qb * block, k0, n, Flags[0], block, block)
-                    T.gemm(Q_s, K_s, scores, transpose_B=True)
+                    _scores(scores, Q_s, K_s, qb * block, k0, n, Flags[0], block, block)
                     T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
                     _probs(scores, P, dP, lse2, delta, scale, block, block)
                     T.gemm(P, dO_s, dV_l, transpose_A=True)
                     T.gemm(dP, Q_s, dK_l, transpose_A=True)
+                    if dq_parts:
+                        T.gemm(dP, K_s, dq_l, clear_accum=True)
+                        for i, d in T.Parallel(block, dim):
+                            if qb * block + i < n:
+                                DQP[k0 // block, qoff + (qb * block + i) * qst, d] = dq_l[i, d]
             _store_rows(dK, dK_l, koff, kst, k0, n, block, dim, sm)
             _store_rows(dV, dV_l, koff, kst, k0, n, block, dim, 1.0)
 
@@ -213,7 +231,7 @@ def attention_dq(heads, kv_heads, dim, block=64, dtype="float32"):
                      V: T.Tensor((RK, dim), dtype), dO: T.Tensor((RQ, dim), dtype),
                      LSE: T.Tensor((RQ,), ACC), Delta: T.Tensor((RQ,), ACC),
                      Cu: T.Tensor((B1,), "int32"), Tiles: T.Tensor((NT, 2), "int32"),
-                      Flags: T.Tensor((2,), "int32"),
+                     Flags: T.Tensor((2,), "int32"),
                      dQ: T.Tensor((RQ, dim), dtype)):
         with T.Kernel(NT, heads, threads=128) as (bx, by):
             Q_s = T.alloc_shared((block, dim), dtype)
@@ -238,11 +256,36 @@ def attention_dq(heads, kv_heads, dim, block=64, dtype="float32"):
             for kb in T.serial(T.ceildiv(last, block)):
                 _load_rows(K_s, K, koff, kst, kb * block, n, block, dim)
                 _load_rows(V_s, V, koff, kst, kb * block, n, block, dim)
-                _mask(scores, q0, kb * block, n, Flags[0], block, block)
-                T.gemm(Q_s, K_s, scores, transpose_B=True)
+                _scores(scores, Q_s, K_s, q0, kb * block, n, Flags[0], block, block)
                 T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
                 _probs(scores, P, dP, lse2, delta, scale, block, block)
                 T.gemm(dP, K_s, dQ_l)
             _store_rows(dQ, dQ_l, qoff, qst, q0, n, block, dim, sm)
 
     return attention_dq
+
+
+@tilepy.jit
+def attention_dq_sum(heads, dim, block=64, dtype="float32"):
+    """dQ[row] = sum over the KV tiles kt its row sees (ascending) of DQP[kt, row], / sqrt(d)."""
+    sm = 1.0 / math.sqrt(dim)
+    RQ, B1, NT, NKT = T.symbolic("RQ"), T.symbolic("B1"), T.symbolic("NT"), T.symbolic("NKT")
+
+    @T.prim_func
+    def attention_dq_sum(DQP: T.Tensor((NKT, RQ, dim), ACC), Cu: T.Tensor((B1,), "int32"),
+                         Tiles: T.Tensor((NT, 2), "int32"), Flags: T.Tensor((2,), "int32"),
+                         dQ: T.Tensor((RQ, dim), dtype)):
+        with T.Kernel(NT, heads, threads=128) as (bx, by):
+            acc = T.alloc_fragment((block, dim), ACC)
+            b, q0 = Tiles[bx, 0], Tiles[bx, 1]
+            n = Cu[b + 1] - Cu[b]
+            qoff, qst = row_offset(Flags[1], b, by, heads, Cu[b], n)
+            T.clear(acc)
+            seen = T.if_then_else(Flags[0] != 0, q0 // block + 1, T.ceildiv(n, block))
+            for kt in T.serial(seen):
+                for i, d in T.Parallel(block, dim):
+                    if q0 + i < n:
+                        acc[i, d] = acc[i, d] + DQP[kt, qoff + (q0 + i) * qst, d]
+            _store_rows(dQ, acc, qoff, qst, q0, n, block, dim, sm)
+
+    return attention_dq_sum
