@@ -104,12 +104,15 @@ def rows(quick: bool = False) -> list[dict]:
 
 
 def _table(rs: list[dict]) -> str:
-    lines = ["| kernel | check | fast s | peer s | peer | peer/fast | goal | note |",
-             "|---|---|---|---|---|---|---|---|"]
+    """Markdown: times, and peer / tilepy (> 1: tilepy is faster)."""
+    lines = ["| kernel | check | fast s | exact s | peer s | peer | peer/fast | peer/exact "
+             "| goal | note |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
-        lines.append(f"| {r['kernel']} | {r['check']} | {r['fast']:.4g} | {r['peer']:.4g} "
-                     f"| {r['peer_name']} | {r['peer'] / r['fast']:.2f}x | {r['goal']} | "
-                     f"{r.get('note', '')} |")
+        ex, peer = r["exact"], r["peer"]
+        exact_s, exact_x = ("-", "-") if ex is None else (f"{ex:.4g}", f"{peer / ex:.2f}x")
+        lines.append(f"| {r['kernel']} | {r['check']} | {r['fast']:.4g} | {exact_s} | "
+                     f"{peer:.4g} | {r['peer_name']} | {peer / r['fast']:.2f}x | {exact_x} | "
+                     f"{r['goal']} | {r.get('note', '')} |")
     return "\n".join(lines)
 
 
