@@ -31,7 +31,7 @@ def tile_table(lengths: np.ndarray, block: int) -> np.ndarray:
 
 
 def describe(q, k, v, cu_seqlens):
-    """(heads, kv_heads, dim, cu, varlen, flat q/k/v, lse shape) after checking the inputs."""
+    """(heads, kv_heads, dim, cu_seqlens as int32, varlen) after checking the inputs."""
     varlen = cu_seqlens is not None
     rank = 3 if varlen else 4
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -44,8 +44,7 @@ def describe(q, k, v, cu_seqlens):
         raise input_error(f"attention: k and v must match and share q's dtype; got "
                                   f"q {q.dtype}{q.shape}, k {k.dtype}{k.shape}, v "
                                   f"{v.dtype}{v.shape}", hint="cast and reshape before")
-    hdim = 1
-    heads, kv_heads, dim = q.shape[hdim], k.shape[hdim], q.shape[-1]
+    heads, kv_heads, dim = q.shape[1], k.shape[1], q.shape[-1]  # axis 1 in both layouts
     if heads % kv_heads or k.shape[-1] != dim:
         raise input_error(f"attention: q has {heads} heads of dim {dim}, k has "
                                   f"{kv_heads} of dim {k.shape[-1]}",
