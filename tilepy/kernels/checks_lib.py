@@ -43,74 +43,92 @@ def _packed_mask(cu, causal):
 
 
 def attention_train_case(rng, lengths, heads, kv_heads, dim, causal, varlen) -> MultiCase:
-    """Inputs for tilepy.kernels.attention_api (fixed: equal lengths, (B, H, S, D))."""
+    """Inputs for tilepy.kernels.attention_api (fixed: equal lengths, (B, H, S, D)),
+    references and bounds for o, lse, dq, dk, dv, for any tiles of at least 16 rows."""
     cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     T_, g = int(cu[-1]), heads // kv_heads
     pk = [(rng.standard_normal((T_, h, dim))).astype(np.float32)
           for h in (heads, kv_heads, kv_heads, heads)]
     q, k, v, do = (x.astype(np.float64).transpose(1, 0, 2) for x in pk)  # (H, T, D)
-    k, v = np.repeat(k, g, 0), np.repeat(v, g, 0)
-    mask = _packed_mask(cu, causal)
-    s = q @ k.transpose(0, 2, 1) / math.sqrt(dim)
-    s = np.where(mask, s, -np.inf)
-    m = s.max(-1, keepdims=True)
-    e = np.exp(s - m)
-    den = e.sum(-1, keepdims=True)
-    p, lse = e / den, (m + np.log(den))[..., 0]
-    o = p @ v
-    dP = do @ v.transpose(0, 2, 1)
-    delta = (do * o).sum(-1, keepdims=True)
-    dS = p * (dP - delta)
-    sm = 1 / math.sqrt(dim)
-    grads = {"dq": dS @ k * sm, "dk": dS.transpose(0, 2, 1) @ q * sm,
-             "dv": p.transpose(0, 2, 1) @ do}
-    # forward (as checks.attention_case): scores carry D adds, the exponent's absolute
-    # error (spread + D * qk terms) becomes P's relative error, rows add S terms, each of
-    # nblocks rescales 2 roundings and an exp2, the divide one: relative c to sum p|v|.
-    S, nb = int(max(lengths)), math.ceil(int(max(lengths)) / 64)
-    fin = np.isfinite(s)
-    spread = float(np.max(np.where(fin, m - s, 0)))
-    qk = float((np.abs(q) @ np.abs(k).transpose(0, 2, 1)).max()) * sm
-    c = (S + dim + (4 + EXP2_U) * nb + 8 + EXP2_U + 2 * (spread + dim * qk)) * U32 * 1.01
-    b_o = c * (p @ np.abs(v))
-    # lse = (m*scale2 + log2 den) ln2: the max moves with its score (D*qk u), log2 of a sum
-    # off by c relative moves by c/ln2, three roundings of values up to |lse| + |m|.
-    b_lse = (c + dim * qk * U32 + 4 * U32 * (np.abs(lse) + np.abs(m[..., 0]))) * 1.01
-    # backward P = exp2(s scale2 - lse log2e): exponent off by the score's D*qk u, lse's
-    # bound, 3 roundings of values up to |s| + |lse|; exp2 adds EXP2_U: relative rP.
-    rP = float(np.max(b_lse) + dim * qk * U32 + 3 * U32 * (np.max(np.abs(np.where(fin, s, 0)))
-                                                           + np.max(np.abs(lse)))) \
-        * 2 + EXP2_U * U32
-    aP = p
-    nq = g * S + 1  # adds into dK, dV: the group's heads times the rows, + the product
-    gd = gamma(dim + 1)
-    e_delta = gd * (np.abs(do) * np.abs(o)).sum(-1, keepdims=True) + \
-        (np.abs(do) * b_o).sum(-1, keepdims=True)
-    diff = np.abs(dP - delta)
-    e_dS = aP * (gd * (np.abs(do) @ np.abs(v).transpose(0, 2, 1)) + e_delta + U32 * diff) + \
-        rP * aP * diff + U32 * np.abs(dS)
-    aq, ak = np.abs(q), np.abs(k)
-    bounds = {
-        "dq": sm * (gamma(S + 1) * np.abs(dS) @ ak + e_dS @ ak) + U32 * np.abs(grads["dq"]),
-        "dk": sm * (gamma(nq) * np.abs(dS).transpose(0, 2, 1) @ aq
-                    + e_dS.transpose(0, 2, 1) @ aq) + U32 * np.abs(grads["dk"]),
-        "dv": (gamma(nq) + rP * 1.01) * (aP.transpose(0, 2, 1) @ np.abs(do)),
-    }
+    r = _attention_f64(q, np.repeat(k, g, 0), np.repeat(v, g, 0), do, _packed_mask(cu, causal))
+    S = int(max(lengths))
+    bnd = _forward_bounds(r, S)
+    bnd.update(_grad_bounds(r, bnd, S, g))
 
     def group_sum(x):  # (H, T, D) -> (KH, T, D): a KV head's gradient sums its group
         return x.reshape(kv_heads, g, T_, dim).sum(1)
 
     for key in ("dk", "dv"):
-        grads[key], bounds[key] = group_sum(grads[key]), group_sum(bounds[key])
-    refs = {"o": o, "lse": lse, **grads}
-    bnds = {"o": b_o, "lse": b_lse, **{k: 1.05 * b for k, b in bounds.items()}}
+        r[key], bnd[key] = group_sum(r[key]), group_sum(bnd[key])
     layout = _to_layout(varlen, cu)
     inputs = dict(zip(("q", "k", "v", "do"), (layout(x) for x in pk)))
     inputs.update(causal=causal, cu_seqlens=cu if varlen else None)
-    outs = {k: layout(np.moveaxis(x, 0, 1) if x.ndim == 3 else x.T) for k, x in refs.items()}
-    obnd = {k: layout(np.moveaxis(x, 0, 1) if x.ndim == 3 else x.T) for k, x in bnds.items()}
+    names = ("o", "lse", "dq", "dk", "dv")
+    refs, bounds = ({n: layout(np.moveaxis(d[n], 0, 1) if d[n].ndim == 3 else d[n].T)
+                     for n in names} for d in (r, bnd))
     return MultiCase(f"attention train {'causal ' if causal else ''}{'varlen ' if varlen else ''}"
-                     f"H{heads}/KV{kv_heads}", inputs, outs, obnd)
+                     f"H{heads}/KV{kv_heads}", inputs, refs, bounds)
+
+
+def _attention_f64(q, k, v, do, mask) -> dict:
+    """Every intermediate of attention and its gradients in float64, (H, T, ...) arrays."""
+    sm = 1 / math.sqrt(q.shape[-1])
+    s = np.where(mask, q @ k.transpose(0, 2, 1) * sm, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    den = e.sum(-1, keepdims=True)
+    p = e / den
+    o = p @ v
+    dP = do @ v.transpose(0, 2, 1)
+    delta = (do * o).sum(-1, keepdims=True)
+    dS = p * (dP - delta)
+    return {"q": q, "k": k, "v": v, "do": do, "s": s, "m": m, "p": p, "o": o, "dP": dP,
+            "delta": delta, "dS": dS, "lse": (m + np.log(den))[..., 0], "sm": sm,
+            "dq": dS @ k * sm, "dk": dS.transpose(0, 2, 1) @ q * sm,
+            "dv": p.transpose(0, 2, 1) @ do}
+
+
+def _forward_bounds(r: dict, S: int) -> dict:
+    """o and lse, and the facts the gradients' bounds reuse."""
+    # as checks.attention_case: scores carry D adds, the exponent's absolute error
+    # (spread + D * qk terms) becomes P's relative error, rows add S terms, each of at most
+    # S/16 tiles rescales with 2 roundings and an exp2, the divide one: c relative to sum p|v|
+    D, nb = r["q"].shape[-1], math.ceil(S / 16)
+    fin = np.isfinite(r["s"])
+    spread = float(np.max(np.where(fin, r["m"] - r["s"], 0)))
+    qk = float((np.abs(r["q"]) @ np.abs(r["k"]).transpose(0, 2, 1)).max()) * r["sm"]
+    c = (S + D + (4 + EXP2_U) * nb + 8 + EXP2_U + 2 * (spread + D * qk)) * U32 * 1.01
+    # lse = (m*scale2 + log2 den) ln2: the max moves with its score (D*qk u), log2 of a sum
+    # off by c relative moves by c/ln2, three roundings of values up to |lse| + |m|.
+    b_lse = (c + D * qk * U32 + 4 * U32 * (np.abs(r["lse"]) + np.abs(r["m"][..., 0]))) * 1.01
+    # backward P = exp2(s scale2 - lse log2e): exponent off by the score's D*qk u, lse's
+    # bound, 3 roundings of values up to |s| + |lse|; exp2 adds EXP2_U: relative rP.
+    big = np.max(np.abs(np.where(fin, r["s"], 0))) + np.max(np.abs(r["lse"]))
+    rP = float(np.max(b_lse) + D * qk * U32 + 3 * U32 * big) * 2 + EXP2_U * U32
+    return {"o": c * (r["p"] @ np.abs(r["v"])), "lse": b_lse, "rP": rP, "nb": nb}
+
+
+def _grad_bounds(r: dict, f: dict, S: int, g: int) -> dict:
+    """dq, dk, dv: the gemms' gamma_n terms plus dS's error carried through them."""
+    p, do, sm, rP = r["p"], np.abs(r["do"]), r["sm"], f["rP"]
+    aq, ak, adS = np.abs(r["q"]), np.abs(r["k"]), np.abs(r["dS"])
+    gd = gamma(r["q"].shape[-1] + 1)
+    # Delta from the kernel's o: D products and adds, and o's own bound times |dO|
+    e_delta = gd * (do * np.abs(r["o"])).sum(-1, keepdims=True) + (do * f["o"]).sum(
+        -1, keepdims=True)
+    diff = np.abs(r["dP"] - r["delta"])
+    # dS = P (dP - Delta): dP's D terms, Delta's error, the subtraction and product (u
+    # each) and P's relative error rP
+    e_dS = p * (gd * (do @ np.abs(r["v"]).transpose(0, 2, 1)) + e_delta + U32 * diff) + \
+        rP * p * diff + U32 * adS
+    nq = g * S + 1  # adds into dK, dV: the group's heads times the rows, + the product
+    nd = S + f["nb"] + 1  # dQ: the rows' products, plus one add per KV tile's partial
+    return {k: 1.05 * b for k, b in {
+        "dq": sm * (gamma(nd) * adS @ ak + e_dS @ ak) + U32 * np.abs(r["dq"]),
+        "dk": sm * (gamma(nq) * adS.transpose(0, 2, 1) @ aq + e_dS.transpose(0, 2, 1) @ aq)
+        + U32 * np.abs(r["dk"]),
+        "dv": (gamma(nq) + rP * 1.01) * (p.transpose(0, 2, 1) @ do),
+    }.items()}
 
 
 def _to_layout(varlen, cu):
