@@ -29,7 +29,7 @@ import tilepy  # noqa: E402
 from tilepy.kernels.attention_api import attention, attention_backward  # noqa: E402
 from tilepy.kernels.checks_lib import attention_train_case  # noqa: E402
 
-TILES = {"fast": (256, 256, 128), "exact": (64, 64, 64)}  # block_M, block_N, bwd block
+TILES = {"fast": (256, 256, 256), "exact": (64, 64, 64)}  # block_M, block_N, bwd block
 
 
 def _torch(threads: int):
