@@ -101,7 +101,8 @@ def sddmm_csr(dim, block_K=256, dtype="float32"):
         with T.Kernel(T.ceildiv(NNZ, block_K), threads=128) as bx:
             st = T.alloc_local((2,), "int32")
             row = T.alloc_var("int32", init=0)
-            acc = T.alloc_var(ACC, init=0.0)
+            prod = T.alloc_fragment((1, dim), ACC)
+            dot = T.alloc_fragment((1,), ACC)
             # the row of nonzero k0: the first r with Indptr[r + 1] > k0
             st[0] = 0
             st[1] = M
@@ -115,9 +116,9 @@ def sddmm_csr(dim, block_K=256, dtype="float32"):
             for kk in T.serial(bx * block_K, T.min(bx * block_K + block_K, NNZ)):
                 while Indptr[row + 1] <= kk:
                     row = row + 1
-                acc = 0.0
-                for d in T.serial(dim):
-                    acc = acc + A[row, d] * Bt[Indices[kk], d]
-                Out[kk] = Data[kk] * acc
+                for d in T.Parallel(dim):
+                    prod[0, d] = A[row, d] * Bt[Indices[kk], d]
+                T.reduce_sum(prod, dot, dim=1)  # d ascending
+                Out[kk] = Data[kk] * dot[0]
 
     return sddmm_csr
