@@ -58,3 +58,8 @@ class NotPortableError(TilepyError):
 class TuneError(TilepyError):
     """`tilepy.autotune`: configs that do not describe a search, or no config that builds
     and runs."""
+
+
+class KernelInputError(TilepyError):
+    """Arrays handed to a library kernel's wrapper (tilepy.kernels: attention, sparse,
+    top-k, ...) whose shapes, dtypes or index tables do not fit together."""

@@ -1,0 +1,109 @@
+"""Library bench, attention rows (issue #18): the training attention's forward and backward
+(tilepy.kernels.attention_api, fast mode and exact) against torch SDPA's forward and
+autograd backward, every output first checked against its derived bound.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/lib_attn.py [--quick]
+
+torch is optional (its rows say so when it is absent); torch and Numba run with the same
+thread count (NUMBA_NUM_THREADS).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lib_sparse import _table, best_of  # noqa: E402
+
+import tilepy  # noqa: E402
+from tilepy.kernels.attention_api import attention, attention_backward  # noqa: E402
+from tilepy.kernels.checks_lib import attention_train_case  # noqa: E402
+
+TILES = {"fast": (256, 256, 256), "exact": (64, 64, 64)}  # block_M, block_N, bwd block
+
+
+def _torch(threads: int):
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    return torch
+
+
+def _fns(case, mode):
+    i, (bm, bn, bb) = case.inputs, TILES[mode]
+    args = (i["q"], i["k"], i["v"])
+    kw = {"causal": i["causal"], "cu_seqlens": i["cu_seqlens"]}
+    with tilepy.backend("jit", fast=mode == "fast"):
+        o, lse = attention(*args, block_M=bm, block_N=bn, **kw)
+        grads = attention_backward(*args, o, lse, i["do"], block=bb, **kw)
+    checked = case.check(dict(zip(("o", "lse", "dq", "dk", "dv"), (o, lse, *grads))))
+    bad = {k: v for k, v in checked.items() if not v[2]}
+    if bad:
+        raise AssertionError(f"{case.name} {mode}: outside the bound: {bad}")
+    worst = max(v[1] for v in checked.values())
+
+    def fwd():
+        with tilepy.backend("jit", fast=mode == "fast"):
+            attention(*args, block_M=bm, block_N=bn, **kw)
+
+    def bwd():
+        with tilepy.backend("jit", fast=mode == "fast"):
+            attention_backward(*args, o, lse, i["do"], block=bb, **kw)
+    return fwd, bwd, f"ok, max err/bound {worst:.2g} (o, lse, dq, dk, dv)"
+
+
+def _torch_fns(torch, case):
+    i = case.inputs
+    q, k, v = (torch.from_numpy(i[n]).requires_grad_() for n in ("q", "k", "v"))
+    do = torch.from_numpy(i["do"])
+    g = q.shape[1] // k.shape[1]
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    fwd = (lambda: sdpa(q, k, v, is_causal=i["causal"], enable_gqa=g > 1))
+    out = fwd()
+
+    def bwd():
+        torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+    return fwd, bwd
+
+
+def rows(quick: bool = False) -> list[dict]:
+    import numba
+
+    threads = numba.config.NUMBA_NUM_THREADS
+    torch = _torch(threads)
+    S = 256 if quick else 512
+    out = []
+    for H, KH, causal in ((8, 8, False), (8, 8, True)):  # causal is a run-time flag
+        case = attention_train_case(np.random.default_rng(0), [S], H, KH, 64, causal, False)
+        fast_f, fast_b, check = _fns(case, "fast")
+        ex_f, ex_b, check_e = _fns(case, "exact")
+        fns = {"fast_f": fast_f, "fast_b": fast_b, "ex_f": ex_f, "ex_b": ex_b}
+        if torch is not None:
+            fns["peer_f"], fns["peer_b"] = _torch_fns(torch, case)
+        t = best_of(fns, 3 if quick else 5)
+        name = f"attention 1x{H}x{S}x64{' causal' if causal else ''} KV heads {KH}"
+        for part in ("f", "b"):
+            out.append({"kernel": f"{name} {'forward' if part == 'f' else 'backward'}",
+                        "check": f"fast {check}; exact {check_e}",
+                        "fast": t[f"fast_{part}"], "exact": t[f"ex_{part}"],
+                        "peer": t.get(f"peer_{part}", float("nan")),
+                        "peer_name": "torch SDPA" + (" autograd" if part == "b" else "")
+                        if torch is not None else "torch not installed",
+                        "goal": ">= 1x peer", "note": f"{threads} threads"})
+    return out
+
+
+if __name__ == "__main__":
+    print(_table(rows("--quick" in sys.argv)))

@@ -1,0 +1,271 @@
+"""Derived error bounds for the library kernels beyond checks.py's reference kernels:
+training attention (forward, logsumexp and gradients), CSR SpMM and SDDMM on power-law
+matrices, top-k, cumsum, embedding bag and cross-entropy. Each case pairs the kernel's
+inputs with a float64 numpy reference computed without tilepy and a per-element bound
+(comments derive each; u = U32 = 2^-24, the float32 unit roundoff).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilepy.kernels.checks import EXP2_U, EXP_U, U32, Case, gamma
+
+
+@dataclass
+class MultiCase:
+    """Several outputs of one computation, each with its reference and bound."""
+    name: str
+    inputs: dict
+    refs: dict
+    bounds: dict
+
+    def check(self, outs: dict) -> dict:
+        """name -> (max error, max error / bound, passes)."""
+        res = {}
+        for k, ref in self.refs.items():
+            c = Case(k, "float32", "", None, [], ref, self.bounds[k])
+            res[k] = (*c.error(outs[k]), c.passes(outs[k]))
+        return res
+
+
+# ---------------------------------------------------------------- attention
+
+
+def _packed_mask(cu, causal):
+    seq = np.repeat(np.arange(len(cu) - 1), np.diff(cu))
+    pos = np.arange(cu[-1]) - cu[seq]
+    ok = seq[:, None] == seq[None, :]
+    return ok & (pos[None, :] <= pos[:, None]) if causal else ok
+
+
+def attention_train_case(rng, lengths, heads, kv_heads, dim, causal, varlen) -> MultiCase:
+    """Inputs for tilepy.kernels.attention_api (fixed: equal lengths, (B, H, S, D)),
+    references and bounds for o, lse, dq, dk, dv, for any tiles of at least 16 rows."""
+    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    T_, g = int(cu[-1]), heads // kv_heads
+    pk = [(rng.standard_normal((T_, h, dim))).astype(np.float32)
+          for h in (heads, kv_heads, kv_heads, heads)]
+    q, k, v, do = (x.astype(np.float64).transpose(1, 0, 2) for x in pk)  # (H, T, D)
+    r = _attention_f64(q, np.repeat(k, g, 0), np.repeat(v, g, 0), do, _packed_mask(cu, causal))
+    S = int(max(lengths))
+    bnd = _forward_bounds(r, S)
+    bnd.update(_grad_bounds(r, bnd, S, g))
+
+    def group_sum(x):  # (H, T, D) -> (KH, T, D): a KV head's gradient sums its group
+        return x.reshape(kv_heads, g, T_, dim).sum(1)
+
+    for key in ("dk", "dv"):
+        r[key], bnd[key] = group_sum(r[key]), group_sum(bnd[key])
+    layout = _to_layout(varlen, cu)
+    inputs = dict(zip(("q", "k", "v", "do"), (layout(x) for x in pk)))
+    inputs.update(causal=causal, cu_seqlens=cu if varlen else None)
+    names = ("o", "lse", "dq", "dk", "dv")
+    refs, bounds = ({n: layout(np.moveaxis(d[n], 0, 1) if d[n].ndim == 3 else d[n].T)
+                     for n in names} for d in (r, bnd))
+    return MultiCase(f"attention train {'causal ' if causal else ''}{'varlen ' if varlen else ''}"
+                     f"H{heads}/KV{kv_heads}", inputs, refs, bounds)
+
+
+def _attention_f64(q, k, v, do, mask) -> dict:
+    """Every intermediate of attention and its gradients in float64, (H, T, ...) arrays."""
+    sm = 1 / math.sqrt(q.shape[-1])
+    s = np.where(mask, q @ k.transpose(0, 2, 1) * sm, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    den = e.sum(-1, keepdims=True)
+    p = e / den
+    o = p @ v
+    dP = do @ v.transpose(0, 2, 1)
+    delta = (do * o).sum(-1, keepdims=True)
+    dS = p * (dP - delta)
+    return {"q": q, "k": k, "v": v, "do": do, "s": s, "m": m, "p": p, "o": o, "dP": dP,
+            "delta": delta, "dS": dS, "lse": (m + np.log(den))[..., 0], "sm": sm,
+            "dq": dS @ k * sm, "dk": dS.transpose(0, 2, 1) @ q * sm,
+            "dv": p.transpose(0, 2, 1) @ do}
+
+
+def _forward_bounds(r: dict, S: int) -> dict:
+    """o and lse, and the facts the gradients' bounds reuse."""
+    # as checks.attention_case: scores carry D adds, the exponent's absolute error
+    # (spread + D * qk terms) becomes P's relative error, rows add S terms, each of at most
+    # S/16 tiles rescales with 2 roundings and an exp2, the divide one: c relative to sum p|v|
+    D, nb = r["q"].shape[-1], math.ceil(S / 16)
+    fin = np.isfinite(r["s"])
+    spread = float(np.max(np.where(fin, r["m"] - r["s"], 0)))
+    qk = float((np.abs(r["q"]) @ np.abs(r["k"]).transpose(0, 2, 1)).max()) * r["sm"]
+    c = (S + D + (4 + EXP2_U) * nb + 8 + EXP2_U + 2 * (spread + D * qk)) * U32 * 1.01
+    # lse = (m*scale2 + log2 den) ln2: the max moves with its score (D*qk u), log2 of a sum
+    # off by c relative moves by c/ln2, three roundings of values up to |lse| + |m|.
+    b_lse = (c + D * qk * U32 + 4 * U32 * (np.abs(r["lse"]) + np.abs(r["m"][..., 0]))) * 1.01
+    # backward P = exp2(s scale2 - lse log2e): exponent off by the score's D*qk u, lse's
+    # bound, 3 roundings of values up to |s| + |lse|; exp2 adds EXP2_U: relative rP.
+    big = np.max(np.abs(np.where(fin, r["s"], 0))) + np.max(np.abs(r["lse"]))
+    rP = float(np.max(b_lse) + D * qk * U32 + 3 * U32 * big) * 2 + EXP2_U * U32
+    return {"o": c * (r["p"] @ np.abs(r["v"])), "lse": b_lse, "rP": rP, "nb": nb}
+
+
+def _grad_bounds(r: dict, f: dict, S: int, g: int) -> dict:
+    """dq, dk, dv: the gemms' gamma_n terms plus dS's error carried through them."""
+    p, do, sm, rP = r["p"], np.abs(r["do"]), r["sm"], f["rP"]
+    aq, ak, adS = np.abs(r["q"]), np.abs(r["k"]), np.abs(r["dS"])
+    gd = gamma(r["q"].shape[-1] + 1)
+    # Delta from the kernel's o: D products and adds, and o's own bound times |dO|
+    e_delta = gd * (do * np.abs(r["o"])).sum(-1, keepdims=True) + (do * f["o"]).sum(
+        -1, keepdims=True)
+    diff = np.abs(r["dP"] - r["delta"])
+    # dS = P (dP - Delta): dP's D terms, Delta's error, the subtraction and product (u
+    # each) and P's relative error rP
+    e_dS = p * (gd * (do @ np.abs(r["v"]).transpose(0, 2, 1)) + e_delta + U32 * diff) + \
+        rP * p * diff + U32 * adS
+    nq = g * S + 1  # adds into dK, dV: the group's heads times the rows, + the product
+    nd = S + f["nb"] + 1  # dQ: the rows' products, plus one add per KV tile's partial
+    return {k: 1.05 * b for k, b in {
+        "dq": sm * (gamma(nd) * adS @ ak + e_dS @ ak) + U32 * np.abs(r["dq"]),
+        "dk": sm * (gamma(nq) * adS.transpose(0, 2, 1) @ aq + e_dS.transpose(0, 2, 1) @ aq)
+        + U32 * np.abs(r["dk"]),
+        "dv": (gamma(nq) + rP * 1.01) * (p.transpose(0, 2, 1) @ do),
+    }.items()}
+
+
+def _to_layout(varlen, cu):
+    """(T, H, ...) packed -> the kernel's layout: unchanged, or (B, H, S, ...) fixed."""
+    def f(x):
+        if varlen:
+            return np.ascontiguousarray(x)
+        B, S = len(cu) - 1, int(cu[1])
+        return np.ascontiguousarray(np.swapaxes(x.reshape(B, S, *x.shape[1:]), 1, 2))
+    return f
+
+
+# ---------------------------------------------------------------- sparse
+
+
+def power_law_csr(rng, M, K, alpha=1.2, empty=0.2):
+    """CSR (indptr, indices, data) with Pareto(alpha) row lengths, a fraction `empty` of
+    rows with no nonzero and row 1 full (K nonzeros): both ends of a power law."""
+    lens = np.minimum((rng.pareto(alpha, M) * 2).astype(np.int64), K)
+    lens[rng.random(M) < empty] = 0
+    lens[0], lens[min(1, M - 1)] = 0, K
+    indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    indices = np.concatenate([np.sort(rng.choice(K, n, replace=False)) if n < K // 4 else
+                              np.sort(rng.permutation(K)[:n]) for n in lens]
+                             or [np.zeros(0, int)]).astype(np.int32)
+    data = rng.standard_normal(indices.size).astype(np.float32)
+    return indptr, indices, data
+
+
+def _dense(indptr, indices, data, M, K):
+    rows = np.repeat(np.arange(M), np.diff(indptr))
+    return rows, indices, data.astype(np.float64)
+
+
+def spmm_case(rng, M, K, N, alpha=1.2) -> Case:
+    indptr, indices, data = power_law_csr(rng, M, K, alpha)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    import scipy.sparse as sp  # a runtime dependency of tilepy (DESIGN.md)
+
+    a = sp.csr_matrix((data.astype(np.float64), indices, indptr), shape=(M, K))
+    ref, absum = a @ b.astype(np.float64), abs(a) @ np.abs(b).astype(np.float64)
+    # each product rounds once; a row's n nonzeros are added in pieces (each from 0) and
+    # the pieces added together: n - 1 roundings in all, whatever the partition
+    n = np.diff(indptr)[:, None]
+    bound = (n + 1) * U32 / (1 - (n + 1) * U32) * absum + 2 * gamma(K, 2.0**-53) * absum
+    return Case("spmm csr", "float32", f"{M}x{K} nnz {indices.size} x {N}", None,
+                [indptr, indices, data, b], ref, bound)
+
+
+def sddmm_case(rng, M, N, D, alpha=1.2) -> Case:
+    indptr, indices, data = power_law_csr(rng, M, N, alpha)
+    x = rng.standard_normal((M, D)).astype(np.float32)
+    y = rng.standard_normal((N, D)).astype(np.float32)
+    rows, cols, vals = _dense(indptr, indices, data, M, N)
+    X, Y = x.astype(np.float64)[rows], y.astype(np.float64)[cols]
+    ref = vals * np.einsum("kd,kd->k", X, Y)
+    # D products and D - 1 adds (gamma_{D+1} of sum|x||y|), then one multiply by data (u)
+    bound = np.abs(vals) * gamma(D + 2) * np.einsum("kd,kd->k", np.abs(X), np.abs(Y))
+    return Case("sddmm csr", "float32", f"{M}x{N} nnz {indices.size} x {D}", None,
+                [indptr, indices, data, x, y], ref, bound)
+
+
+# ---------------------------------------------------------------- row kernels
+
+
+def topk_reference(x: np.ndarray, k: int):
+    """(values, indices): descending, ties by lowest index, NaN above everything."""
+    key = np.where(np.isnan(x), np.inf, x).astype(np.float64)
+    nan_first = np.lexsort((np.arange(x.shape[1])[None, :].repeat(x.shape[0], 0),
+                            ~np.isnan(x), -key), axis=1) if x.size else key.astype(int)
+    idx = nan_first[:, :k].astype(np.int32)
+    return np.take_along_axis(x, idx, 1), idx
+
+
+def cumsum_case(rng, M, N, reverse=False) -> Case:
+    x = rng.standard_normal((M, N)).astype(np.float32)
+    X = x.astype(np.float64)[:, ::-1] if reverse else x.astype(np.float64)
+    ref, ab = np.cumsum(X, 1), np.cumsum(np.abs(X), 1)
+    # y_j is j sequential float32 adds: gamma_j * sum_{i<=j}|x_i|
+    j = np.arange(1, N + 1)[None, :]
+    bound = j * U32 / (1 - j * U32) * ab
+    if reverse:
+        ref, bound = ref[:, ::-1], bound[:, ::-1]
+    return Case("cumsum" + (" reverse" if reverse else ""), "float32", f"{M}x{N}", None,
+                [x], ref, bound)
+
+
+def embedding_bag_case(rng, V, D, bags, mode) -> Case:
+    w = rng.standard_normal((V, D)).astype(np.float32)
+    sizes = rng.integers(0, 9, bags)
+    sizes[0] = 0
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    idx = rng.integers(0, V, off[-1]).astype(np.int32)
+    W = w.astype(np.float64)
+    ref, bound = np.zeros((bags, D)), np.zeros((bags, D))
+    for b, (lo, hi) in enumerate(zip(off[:-1], off[1:])):
+        if hi == lo:
+            continue
+        rows = W[idx[lo:hi]]
+        n = hi - lo
+        ref[b] = {"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[mode]
+        # max is exact; a sum is n - 1 float32 adds; the mean's divide rounds once more
+        absum = np.abs(rows).sum(0) / (n if mode == "mean" else 1)
+        bound[b] = 0 if mode == "max" else gamma(n) * absum + \
+            (U32 * np.abs(ref[b]) if mode == "mean" else 0)
+    return Case(f"embedding bag {mode}", "float32", f"{V}x{D}, {bags} bags", None,
+                [w, idx, off], ref, bound)
+
+
+def xent_case(rng, M, C, smoothing, ignore_index=-100, chunk=256) -> MultiCase:
+    x = (rng.standard_normal((M, C)) * 3).astype(np.float32)
+    lab = rng.integers(0, C, M).astype(np.int32)
+    lab[::5] = ignore_index
+    dl = rng.standard_normal(M).astype(np.float32)
+    X = x.astype(np.float64)
+    m = X.max(1, keepdims=True)
+    lse = (m + np.log(np.exp(X - m).sum(1, keepdims=True)))[:, 0]
+    keep = lab != ignore_index
+    xl = X[np.arange(M), np.where(keep, lab, 0)]
+    loss = np.where(keep, lse - (1 - smoothing) * xl - smoothing / C * X.sum(1), 0)
+    p = np.exp(X - lse[:, None])
+    hot = np.zeros_like(X)
+    hot[np.arange(M), np.where(keep, lab, 0)] = 1 - smoothing
+    dx = np.where(keep[:, None], (p - hot - smoothing / C) * dl[:, None].astype(np.float64), 0)
+    # the sum of exp as softmax's (C adds, a rescale of 2 roundings and an exp per chunk, the
+    # exps' EXP_U): relative r to the sum, absolute r in its log; log rounds (u|log|), the
+    # max add (u|lse|); the loss: 4 roundings of values up to |lse| + |x_y| + eps*sum|x|.
+    chunks = math.ceil(C / chunk)
+    spread = float((m - X).max())
+    r = (C + chunks * (EXP_U + 2 + 2 * spread) + EXP_U + 2 * spread) * U32 * 1.01
+    b_lse = r + 3 * U32 * (np.abs(lse) + np.abs(m[:, 0]))
+    mag = np.abs(lse) + np.abs(xl) + smoothing / C * np.abs(X).sum(1)
+    b_loss = np.where(keep, b_lse + gamma(C + 4) * mag, 0)
+    # backward: exp(x - lse) relative (|x - lse| + 1) u + lse's bound + EXP_U; then the
+    # subtractions and the multiply by dLoss: 4 roundings of values up to p + 1.
+    rp = b_lse[:, None] + (np.abs(X - lse[:, None]) + 1 + EXP_U) * U32
+    b_dx = np.where(keep[:, None], (rp * p + 4 * U32 * (p + 1)) * np.abs(dl)[:, None] * 1.01, 0)
+    return MultiCase(f"cross-entropy eps={smoothing}", {"x": x, "labels": lab, "dloss": dl},
+                     {"loss": loss, "lse": lse, "dx": dx},
+                     {"loss": b_loss, "lse": np.where(True, b_lse, 0), "dx": b_dx})

@@ -1,0 +1,291 @@
+"""Flash attention for training: a forward that also writes the logsumexp of each query row,
+and a backward that recomputes the probabilities from it (FlashAttention-2's scheme), with
+causal masking, grouped KV heads (GQA: query head h reads KV head h // (heads // kv_heads))
+and variable lengths (packed sequences, cu_seqlens). Rows are addressed through
+attn_layout (both layouts, one kernel); the wrappers that build tables are in attention_api.
+
+Backward, without atomics: `attention_delta` (Delta = rowsum(dO * O)), `attention_dkdv`
+(one block per KV tile and KV head: the group's query heads, then query tiles, ascending,
+add into dK and dV) and `attention_dq` (one block per query tile: KV tiles ascending).
+Scores are in base 2: P = exp2(s * log2(e)/sqrt(d) - lse * log2(e)). Causal masking and
+the layout are run-time flags (Flags = [causal, varlen]): one compile per head count, dim,
+tile and dtype serves them all.
+"""
+
+import math
+
+import tilepy
+import tilepy.language as T
+from tilepy.kernels.attn_layout import row_offset
+
+LOG2E, LN2 = math.log2(math.e), math.log(2.0)
+ACC = "float32"
+NEG_INF = -math.inf
+
+
+def _sizes():
+    return T.symbolic("RQ"), T.symbolic("RK"), T.symbolic("B1"), T.symbolic("NT")
+
+
+@T.macro
+def _load_rows(dst, src, off, stride, s0, n, rows, dim):
+    for i, d in T.Parallel(rows, dim):
+        dst[i, d] = T.if_then_else(s0 + i < n, src[off + (s0 + i) * stride, d], 0.0)
+
+
+@T.macro
+def _mask(scores, q0, k0, n, causal, block_M, block_N):
+    """Scores start at 0 where the key is visible to the query, else -inf; the gemm adds."""
+    for i, j in T.Parallel(block_M, block_N):
+        ok = (k0 + j < n) and (q0 + i < n) and (causal == 0 or k0 + j <= q0 + i)
+        scores[i, j] = T.if_then_else(ok, 0.0, NEG_INF)
+
+
+@T.macro
+def _scores(scores, Q_s, K_s, q0, k0, n, causal, block_M, block_N):
+    """scores = Q_s K_s^T, -inf where masked; a tile with every key visible to every query
+    skips the mask (a cleared accumulator gives the same sums)."""
+    if k0 + block_N <= n and q0 + block_M <= n and (causal == 0 or k0 + block_N <= q0 + 1):
+        T.gemm(Q_s, K_s, scores, transpose_B=True, clear_accum=True)
+    else:
+        _mask(scores, q0, k0, n, causal, block_M, block_N)
+        T.gemm(Q_s, K_s, scores, transpose_B=True)
+
+
+@tilepy.jit
+def attention_fwd(heads, kv_heads, dim, block_M=64,
+                  block_N=64, dtype="float32"):
+    group, scale = heads // kv_heads, LOG2E / math.sqrt(dim)
+    RQ, RK, B1, NT = _sizes()
+
+    @T.prim_func
+    def attention_fwd(Q: T.Tensor((RQ, dim), dtype), K: T.Tensor((RK, dim), dtype),
+                      V: T.Tensor((RK, dim), dtype), Cu: T.Tensor((B1,), "int32"),
+                      Tiles: T.Tensor((NT, 2), "int32"),
+                      Flags: T.Tensor((2,), "int32"), O: T.Tensor((RQ, dim), dtype),
+                      LSE: T.Tensor((RQ,), ACC)):
+        with T.Kernel(NT, heads, threads=128) as (bx, by):
+            Q_s = T.alloc_shared((block_M, dim), dtype)
+            K_s = T.alloc_shared((block_N, dim), dtype)
+            V_s = T.alloc_shared((block_N, dim), dtype)
+            scores = T.alloc_fragment((block_M, block_N), ACC)
+            probs = T.alloc_fragment((block_M, block_N), dtype)
+            acc_o = T.alloc_fragment((block_M, dim), ACC)
+            m_new = T.alloc_fragment((block_M,), ACC)
+            m_old = T.alloc_fragment((block_M,), ACC)
+            rescale = T.alloc_fragment((block_M,), ACC)
+            block_sum = T.alloc_fragment((block_M,), ACC)
+            denom = T.alloc_fragment((block_M,), ACC)
+            b, q0 = Tiles[bx, 0], Tiles[bx, 1]
+            n = Cu[b + 1] - Cu[b]
+            qoff, qst = row_offset(Flags[1], b, by, heads, Cu[b], n)
+            koff, kst = row_offset(Flags[1], b, by // group, kv_heads, Cu[b], n)
+            _load_rows(Q_s, Q, qoff, qst, q0, n, block_M, dim)
+            T.clear(acc_o)
+            T.clear(denom)
+            T.fill(m_new, NEG_INF)
+            last = T.if_then_else(Flags[0] != 0, T.min(q0 + block_M, n), n)
+            for kb in T.serial(T.ceildiv(last, block_N)):
+                _load_rows(K_s, K, koff, kst, kb * block_N, n, block_N, dim)
+                _scores(scores, Q_s, K_s, q0, kb * block_N, n, Flags[0], block_M, block_N)
+                T.copy(m_new, m_old)
+                T.reduce_max(scores, m_new, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    rescale[i] = T.exp2(m_old[i] * scale - m_new[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    scores[i, j] = T.exp2(scores[i, j] * scale - m_new[i] * scale)
+                T.reduce_sum(scores, block_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    denom[i] = denom[i] * rescale[i] + block_sum[i]
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= rescale[i]
+                _load_rows(V_s, V, koff, kst, kb * block_N, n, block_N, dim)
+                if dtype == ACC:
+                    T.gemm(scores, V_s, acc_o)
+                else:
+                    T.copy(scores, probs)
+                    T.gemm(probs, V_s, acc_o)
+            for i, d in T.Parallel(block_M, dim):
+                if q0 + i < n:
+                    O[qoff + (q0 + i) * qst, d] = acc_o[i, d] / denom[i]
+            for i in T.Parallel(block_M):
+                if q0 + i < n:
+                    LSE[qoff + (q0 + i) * qst] = (m_new[i] * scale + T.log2(denom[i])) * LN2
+
+    return attention_fwd
+
+
+@tilepy.jit
+def attention_delta(block_M=64, dim=64, dtype="float32"):
+    """Delta[r] = sum_d dO[r, d] * O[r, d], d ascending in float32."""
+    R = T.symbolic("R")
+
+    @T.prim_func
+    def attention_delta(dO: T.Tensor((R, dim), dtype), O: T.Tensor((R, dim), dtype),
+                        Delta: T.Tensor((R,), ACC)):
+        with T.Kernel(T.ceildiv(R, block_M), threads=128) as bx:
+            a = T.alloc_fragment((block_M, dim), ACC)
+            o = T.alloc_fragment((block_M, dim), ACC)
+            s = T.alloc_fragment((block_M,), ACC)
+            T.copy(dO[bx * block_M, 0], a)
+            T.copy(O[bx * block_M, 0], o)
+            for i, d in T.Parallel(block_M, dim):
+                a[i, d] = a[i, d] * o[i, d]
+            T.reduce_sum(a, s, dim=1)
+            T.copy(s, Delta[bx * block_M])
+
+    return attention_delta
+
+
+@T.macro
+def _probs(scores, P, dP, lse2, delta, scale, block_M, block_N):
+    """P = exp2(s * scale - lse2) in `P`; dS = P * (dP - Delta) in `dP`."""
+    for i, j in T.Parallel(block_M, block_N):
+        P[i, j] = T.exp2(scores[i, j] * scale - lse2[i])
+    for i, j in T.Parallel(block_M, block_N):
+        dP[i, j] = P[i, j] * (dP[i, j] - delta[i])
+
+
+@T.macro
+def _load_stats(lse2, delta, LSE, Delta, off, stride, s0, n, rows):
+    for i in T.Parallel(rows):
+        lse2[i] = T.if_then_else(s0 + i < n, LSE[off + (s0 + i) * stride] * LOG2E, 0.0)
+        delta[i] = T.if_then_else(s0 + i < n, Delta[off + (s0 + i) * stride], 0.0)
+
+
+@T.macro
+def _store_rows(dst, src, off, stride, s0, n, rows, dim, factor):
+    for i, d in T.Parallel(rows, dim):
+        if s0 + i < n:
+            dst[off + (s0 + i) * stride, d] = src[i, d] * factor
+
+
+@tilepy.jit
+def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=False):
+    """dK, dV of one KV tile: the group's query heads, then the query tiles, ascending.
+    dq_parts: also write dS K of each (KV tile kt, query row) to DQP[kt, row] (summed by
+    attention_dq_sum), instead of attention_dq recomputing P and dS."""
+    group, scale, sm = heads // kv_heads, LOG2E / math.sqrt(dim), 1.0 / math.sqrt(dim)
+    RQ, RK, B1, NT = _sizes()
+    NKT, RP = T.symbolic("NKT"), T.symbolic("RP")
+
+    @T.prim_func
+    def attention_dkdv(Q: T.Tensor((RQ, dim), dtype), K: T.Tensor((RK, dim), dtype),
+                       V: T.Tensor((RK, dim), dtype), dO: T.Tensor((RQ, dim), dtype),
+                       LSE: T.Tensor((RQ,), ACC), Delta: T.Tensor((RQ,), ACC),
+                       Cu: T.Tensor((B1,), "int32"), Tiles: T.Tensor((NT, 2), "int32"),
+                       Flags: T.Tensor((2,), "int32"), DQP: T.Tensor((NKT, RP, dim), ACC),
+                       dK: T.Tensor((RK, dim), dtype), dV: T.Tensor((RK, dim), dtype)):
+        with T.Kernel(NT, kv_heads, threads=128) as (bx, by):
+            Q_s = T.alloc_shared((block, dim), dtype)
+            dO_s = T.alloc_shared((block, dim), dtype)
+            K_s = T.alloc_shared((block, dim), dtype)
+            V_s = T.alloc_shared((block, dim), dtype)
+            scores = T.alloc_fragment((block, block), ACC)
+            P = T.alloc_fragment((block, block), ACC)
+            dP = T.alloc_fragment((block, block), ACC)
+            dK_l = T.alloc_fragment((block, dim), ACC)
+            dV_l = T.alloc_fragment((block, dim), ACC)
+            if dq_parts:
+                dq_l = T.alloc_fragment((block, dim), ACC)
+            lse2 = T.alloc_fragment((block,), ACC)
+            delta = T.alloc_fragment((block,), ACC)
+            b, k0 = Tiles[bx, 0], Tiles[bx, 1]
+            n = Cu[b + 1] - Cu[b]
+            koff, kst = row_offset(Flags[1], b, by, kv_heads, Cu[b], n)
+            _load_rows(K_s, K, koff, kst, k0, n, block, dim)
+            _load_rows(V_s, V, koff, kst, k0, n, block, dim)
+            T.clear(dK_l)
+            T.clear(dV_l)
+            first = T.if_then_else(Flags[0] != 0, k0 // block, 0)
+            for g in T.serial(group):
+                qoff, qst = row_offset(Flags[1], b, by * group + g, heads, Cu[b], n)
+                for qb in T.serial(first, T.ceildiv(n, block)):
+                    _load_rows(Q_s, Q, qoff, qst, qb * block, n, block, dim)
+                    _load_rows(dO_s, dO, qoff, qst, qb * block, n, block, dim)
+                    _load_stats(lse2, delta, LSE, Delta, qoff, qst, qb * block, n, block)
+                    _scores(scores, Q_s, K_s, qb * block, k0, n, Flags[0], block, block)
+                    T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
+                    _probs(scores, P, dP, lse2, delta, scale, block, block)
+                    T.gemm(P, dO_s, dV_l, transpose_A=True)
+                    T.gemm(dP, Q_s, dK_l, transpose_A=True)
+                    if dq_parts:
+                        T.gemm(dP, K_s, dq_l, clear_accum=True)
+                        for i, d in T.Parallel(block, dim):
+                            if qb * block + i < n:
+                                DQP[k0 // block, qoff + (qb * block + i) * qst, d] = dq_l[i, d]
+            _store_rows(dK, dK_l, koff, kst, k0, n, block, dim, sm)
+            _store_rows(dV, dV_l, koff, kst, k0, n, block, dim, 1.0)
+
+    return attention_dkdv
+
+
+@tilepy.jit
+def attention_dq(heads, kv_heads, dim, block=64, dtype="float32"):
+    """dQ of one query tile: KV tiles ascending."""
+    group, scale, sm = heads // kv_heads, LOG2E / math.sqrt(dim), 1.0 / math.sqrt(dim)
+    RQ, RK, B1, NT = _sizes()
+
+    @T.prim_func
+    def attention_dq(Q: T.Tensor((RQ, dim), dtype), K: T.Tensor((RK, dim), dtype),
+                     V: T.Tensor((RK, dim), dtype), dO: T.Tensor((RQ, dim), dtype),
+                     LSE: T.Tensor((RQ,), ACC), Delta: T.Tensor((RQ,), ACC),
+                     Cu: T.Tensor((B1,), "int32"), Tiles: T.Tensor((NT, 2), "int32"),
+                     Flags: T.Tensor((2,), "int32"),
+                     dQ: T.Tensor((RQ, dim), dtype)):
+        with T.Kernel(NT, heads, threads=128) as (bx, by):
+            Q_s = T.alloc_shared((block, dim), dtype)
+            dO_s = T.alloc_shared((block, dim), dtype)
+            K_s = T.alloc_shared((block, dim), dtype)
+            V_s = T.alloc_shared((block, dim), dtype)
+            scores = T.alloc_fragment((block, block), ACC)
+            P = T.alloc_fragment((block, block), ACC)
+            dP = T.alloc_fragment((block, block), ACC)
+            dQ_l = T.alloc_fragment((block, dim), ACC)
+            lse2 = T.alloc_fragment((block,), ACC)
+            delta = T.alloc_fragment((block,), ACC)
+            b, q0 = Tiles[bx, 0], Tiles[bx, 1]
+            n = Cu[b + 1] - Cu[b]
+            qoff, qst = row_offset(Flags[1], b, by, heads, Cu[b], n)
+            koff, kst = row_offset(Flags[1], b, by // group, kv_heads, Cu[b], n)
+            _load_rows(Q_s, Q, qoff, qst, q0, n, block, dim)
+            _load_rows(dO_s, dO, qoff, qst, q0, n, block, dim)
+            _load_stats(lse2, delta, LSE, Delta, qoff, qst, q0, n, block)
+            T.clear(dQ_l)
+            last = T.if_then_else(Flags[0] != 0, T.min(q0 + block, n), n)
+            for kb in T.serial(T.ceildiv(last, block)):
+                _load_rows(K_s, K, koff, kst, kb * block, n, block, dim)
+                _load_rows(V_s, V, koff, kst, kb * block, n, block, dim)
+                _scores(scores, Q_s, K_s, q0, kb * block, n, Flags[0], block, block)
+                T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
+                _probs(scores, P, dP, lse2, delta, scale, block, block)
+                T.gemm(dP, K_s, dQ_l)
+            _store_rows(dQ, dQ_l, qoff, qst, q0, n, block, dim, sm)
+
+    return attention_dq
+
+
+@tilepy.jit
+def attention_dq_sum(heads, dim, block=64, dtype="float32"):
+    """dQ[row] = sum over the KV tiles kt its row sees (ascending) of DQP[kt, row], / sqrt(d)."""
+    sm = 1.0 / math.sqrt(dim)
+    RQ, B1, NT, NKT = T.symbolic("RQ"), T.symbolic("B1"), T.symbolic("NT"), T.symbolic("NKT")
+
+    @T.prim_func
+    def attention_dq_sum(DQP: T.Tensor((NKT, RQ, dim), ACC), Cu: T.Tensor((B1,), "int32"),
+                         Tiles: T.Tensor((NT, 2), "int32"), Flags: T.Tensor((2,), "int32"),
+                         dQ: T.Tensor((RQ, dim), dtype)):
+        with T.Kernel(NT, heads, threads=128) as (bx, by):
+            acc = T.alloc_fragment((block, dim), ACC)
+            b, q0 = Tiles[bx, 0], Tiles[bx, 1]
+            n = Cu[b + 1] - Cu[b]
+            qoff, qst = row_offset(Flags[1], b, by, heads, Cu[b], n)
+            T.clear(acc)
+            seen = T.if_then_else(Flags[0] != 0, q0 // block + 1, T.ceildiv(n, block))
+            for kt in T.serial(seen):
+                for i, d in T.Parallel(block, dim):
+                    if q0 + i < n:
+                        acc[i, d] = acc[i, d] + DQP[kt, qoff + (q0 + i) * qst, d]
+            _store_rows(dQ, acc, qoff, qst, q0, n, block, dim, sm)
+
+    return attention_dq_sum
