@@ -11,7 +11,6 @@ import keyword
 import math
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 
 from tilepy.ir.errors import Loc, TileTypeError, VerifyError
@@ -385,8 +384,8 @@ def _representable(c: Const) -> bool:
     if dt.is_bool:
         return True
     if dt.is_int:
-        info = ml_dtypes.iinfo(dt.np_dtype)  # exact; the table's float limits round int64
-        return int(info.min) <= v <= int(info.max)
+        top = 1 << (dt.bits - 1 if dt.has_sign else dt.bits)  # exact (the table's
+        return (-top if dt.has_sign else 0) <= v < top  # float limits round int64)
     back = float(np.asarray(rounding.cast(np.asarray([v], dtype=np.float64), dt.name)[0],
                             dtype=np.float64))
     if math.isnan(v):
