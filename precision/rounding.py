@@ -9,6 +9,7 @@ fastcast.py (Numba) when Numba runs or has paid for its start (see _use_numba).
 from __future__ import annotations
 
 import sys
+import threading
 
 import numpy as np
 
@@ -31,9 +32,11 @@ _slow_elements = 0  # elements of large float32 casts done by ml_dtypes so far
 
 
 def _use_numba(n: int) -> bool:
-    """Whether a float32 cast of n elements goes through fastcast.py (see _START_BUDGET)."""
+    """Whether a float32 cast of n elements goes through fastcast.py (see _START_BUDGET).
+    Only from the main thread: Numba's workqueue threading layer (where no OpenMP or TBB
+    is installed) aborts the process when two threads run parallel kernels at once."""
     global _slow_elements
-    if n < _FAST_MIN:
+    if n < _FAST_MIN or threading.current_thread() is not threading.main_thread():
         return False
     if "numba" in sys.modules or _slow_elements >= _START_BUDGET:
         return True

@@ -4,6 +4,7 @@ ml_dtypes and as cast's numpy path, when Numba takes over, and its kernels' disk
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -57,6 +58,14 @@ def test_numba_takes_over_once_it_runs_or_paid_for_its_start(monkeypatch):
         assert not rounding._use_numba(big)
     assert not rounding._use_numba(big - 1)  # small casts never count
     assert rounding._use_numba(big)
+
+
+def test_other_threads_keep_ml_dtypes():
+    got = []
+    t = threading.Thread(target=lambda: got.append(rounding._use_numba(1 << 20)))
+    t.start()
+    t.join()
+    assert got == [False] and rounding._use_numba(1 << 20)
 
 
 def test_small_and_first_casts_do_not_start_numba():
