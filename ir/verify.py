@@ -11,6 +11,7 @@ import keyword
 import math
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 from tilepy.ir.errors import Loc, TileTypeError, VerifyError
@@ -384,8 +385,8 @@ def _representable(c: Const) -> bool:
     if dt.is_bool:
         return True
     if dt.is_int:
-        top = 1 << (dt.bits - 1 if dt.has_sign else dt.bits)  # exact (the table's
-        return (-top if dt.has_sign else 0) <= v < top  # float limits round int64)
+        info = ml_dtypes.iinfo(dt.np_dtype)  # exact; the table's float limits round int64
+        return int(info.min) <= v <= int(info.max)
     back = float(np.asarray(rounding.cast(np.asarray([v], dtype=np.float64), dt.name)[0],
                             dtype=np.float64))
     if math.isnan(v):

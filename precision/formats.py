@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 
@@ -50,7 +51,7 @@ class Format:
     @property
     def np_dtype(self) -> np.dtype:
         """The numpy / ml_dtypes dtype that stores one value of this format."""
-        return _np_dtype(self.name)
+        return _NP[self.name]
 
     @property
     def storage(self) -> np.dtype:
@@ -85,40 +86,24 @@ class Format:
 
 
 def _float_row(name: str, has_inf: bool, nan: str, has_sign: bool = True) -> Format:
-    """A float row from its name's layout (e<E>m<M>; the IEEE ones from numpy, bfloat16
-    e8m7). The limits follow from it, so the table needs no ml_dtypes (whose import costs
-    more CPU time than the rest of tilepy's; tests compare every row with its finfo)."""
-    if name in ("float16", "float32", "float64"):
-        fi = np.finfo(name)
-        nexp, nmant = int(fi.nexp), int(fi.nmant)
-    else:
-        nexp, nmant = (8, 7) if name == "bfloat16" else _layout(name)
+    fi = ml_dtypes.finfo(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else np.finfo(name)
+    nexp, nmant = int(fi.nexp), int(fi.nmant)
     bias = {"float8_e4m3fnuz": 8, "float8_e5m2fnuz": 16, "float8_e8m0fnu": 127}.get(
-        name, (1 << (nexp - 1)) - 1)
-    top = (1 << nexp) - 1 - (1 if has_inf else 0)  # the largest finite value's exponent
-    man = (1 << nmant) - (2 if nan == "all_ones" else 1)  # ... and mantissa field
-    if nan == "all_ones_code":  # e8m0: 0xff is NaN, no mantissa, no subnormals
-        top, man = top - 1, 0
-    first = 0 if nan == "all_ones_code" else 1  # exponent field of the smallest normal
-    big = (1 + man / (1 << nmant)) * 2.0 ** (top - bias)
+        name, (1 << (nexp - 1)) - 1
+    )
     return Format(
-        name=name, kind="float", bits=int(has_sign) + nexp + nmant, exp_bits=nexp,
-        man_bits=nmant, bias=bias, has_inf=has_inf, nan=nan, has_sign=has_sign,
-        max_finite=big, min_normal=2.0 ** (first - bias),
-        min_subnormal=2.0 ** (first - bias - nmant), min_value=-big if has_sign else 0.0,
+        name=name, kind="float", bits=int(fi.bits), exp_bits=nexp, man_bits=nmant, bias=bias,
+        has_inf=has_inf, nan=nan, has_sign=has_sign, max_finite=float(fi.max),
+        min_normal=float(fi.smallest_normal), min_subnormal=float(fi.smallest_subnormal),
+        min_value=-float(fi.max) if has_sign else 0.0,
     )
 
 
-def _layout(name: str) -> tuple[int, int]:
-    """(exponent bits, mantissa bits) from a name such as float8_e4m3fn."""
-    e, m = name.split("_")[1][1:].split("m")
-    return int(e), int(m.rstrip("fnuz"))
-
-
 def _int_row(name: str, bits: int, signed: bool) -> Format:
-    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    small = name in ("int4", "uint4")
+    info = ml_dtypes.iinfo(getattr(ml_dtypes, name)) if small else np.iinfo(name)
     return Format(name=name, kind="int" if signed else "uint", bits=bits, has_sign=signed,
-                  max_finite=float(hi), min_value=float(lo))
+                  max_finite=float(info.max), min_value=float(info.min))
 
 
 _ROWS = [
@@ -144,25 +129,10 @@ _ROWS = [
 
 FORMATS: dict[str, Format] = {row.name: row for row in _ROWS}
 
-_NP: dict[str, np.dtype] = {}  # filled on first use: ml_dtypes loads only when needed
-
-
-def _np_dtype(name: str) -> np.dtype:
-    dt = _NP.get(name)
-    if dt is None:
-        if name in _ML_DTYPES:
-            import ml_dtypes
-
-            dt = np.dtype(getattr(ml_dtypes, name))
-        else:
-            dt = np.dtype(name)
-        _NP[name] = dt
-    return dt
-
-
-_ML_DTYPES = frozenset(n for n, f in FORMATS.items()
-                       if n in ("int4", "uint4") or (f.is_float and f.bits < 32
-                                                     and n != "float16"))
+_NP: dict[str, np.dtype] = {
+    name: np.dtype(getattr(ml_dtypes, name) if hasattr(ml_dtypes, name) else name)
+    for name in FORMATS
+}
 
 # Common spellings users type, mapped to table names.
 ALIASES = {

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
 from tilepy.ir.ops import OPS, Op
@@ -44,8 +45,6 @@ EXP_U, EXP2_U = fast_charge(Op.EXP), fast_charge(Op.EXP2)
 
 def unit_roundoff(dtype) -> float:
     """Half an ulp of 1.0 relative: 2^-(mantissa bits + 1)."""
-    import ml_dtypes  # only here: importing it costs more than the rest of tilepy
-
     return float(ml_dtypes.finfo(np.dtype(dtype)).eps) / 2
 
 
@@ -114,8 +113,6 @@ def dequant_case(rng, M, N, K) -> Case:
     a = _rand(rng, (M, K), "bfloat16")
     codes = rng.integers(0, 16, size=(N, K), dtype=np.uint8)
     packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)  # low nibble first
-    import ml_dtypes
-
     b = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float64)  # ml_dtypes decodes fp4
     exact = _f64(a) @ b.T
     s = np.abs(_f64(a)) @ np.abs(b.T)
