@@ -2,8 +2,8 @@
 by kernels that a fresh process loads from Numba's disk cache instead of compiling. Numba
 caches only functions defined in a real module file, so each format's kernel is a small
 generated module written once to the cache folder, its encoder's constants baked
-in (as arguments they made the loop 2x slower). Imports numba; `rounding.cast` imports
-this module only for arrays of at least rounding._FAST_MIN elements.
+in (as arguments they made the loop 2x slower). The kernels import numba; `rounding.cast`
+calls them for arrays of at least rounding._FAST_MIN elements once Numba runs.
 """
 
 from __future__ import annotations
