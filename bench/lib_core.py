@@ -44,6 +44,10 @@ def _best(fns: dict, rounds: int) -> dict:
 def cast_row(fmt: str, n: int, rounds: int) -> dict:
     import numba  # with Numba running, large casts take the Numba path (rounding.py)
 
+    from tilepy.precision import rounding
+
+    if not rounding._use_numba(n):
+        raise AssertionError(f"cast of {n} float32 elements would not use the Numba codecs")
     f = get_format(fmt)
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(n) * 4).astype(np.float32)
