@@ -1,6 +1,7 @@
 """Issue #18 rows for existing code paths: `tilepy.precision.cast` (the Numba encoders behind
-it) against ml_dtypes' astype, and the library gemm's compile, cold and from the disk cache,
-each in a fresh process, against the issue's goals.
+it) against ml_dtypes' astype; the library gemm's compile, cold and from the disk cache,
+each in a fresh process, against the issue's goals; the library gemm (fp32, bf16, fp8
+inputs) and softmax in exact and fast mode against numpy.
 
 Follows bench18's protocol: `rows(quick)` checks every output before timing it, then takes
 the minimum over alternating rounds. The cast rows run tilepy at 1 and 2 threads (ml_dtypes
@@ -13,6 +14,9 @@ busy machine inflates less). Usage:
 from __future__ import annotations
 
 import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle pools must not spin (PERF_NOTES)
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 import subprocess
 import sys
 import tempfile
@@ -126,9 +130,60 @@ def compile_rows(rounds: int) -> list[dict]:
     ]
 
 
+def _kernel_row(case, peer, peer_name: str, goal: str, rounds: int, what: str) -> dict:
+    """Exact and fast mode of a tilepy.kernels.checks case, each output checked against
+    the case's float64 reference and derived bound, then timed beside `peer`."""
+    import tilepy
+
+    def run(fast: bool):
+        with tilepy.backend("jit", fast=fast):
+            return case.kernel(*case.inputs)
+
+    worst = 0.0
+    for fast in (False, True):
+        got = np.asarray(run(fast), dtype=np.float64)
+        if not case.passes(got):
+            raise AssertionError(f"{what} ({'fast' if fast else 'exact'}) exceeds its bound")
+        worst = max(worst, float(np.max(np.abs(got - case.reference) / case.bound)))
+    best = _best({"exact": lambda: run(False), "fast": lambda: run(True), "peer": peer},
+                 rounds)
+    return {"kernel": what, "check": f"ok, max err/bound {worst:.2g} <= 1",
+            "fast": best["fast"], "exact": best["exact"], "peer": best["peer"],
+            "peer_name": peer_name, "goal": goal,
+            "note": f"peer/exact {best['peer'] / best['exact']:.2f}x, peer/fast "
+                    f"{best['peer'] / best['fast']:.2f}x"}
+
+
+def kernel_rows(quick: bool, rounds: int) -> list[dict]:
+    from tilepy.kernels import checks, softmax
+
+    rng = np.random.default_rng(0)
+    n = 256 if quick else 1024
+    out = []
+    for dt, goal in (("float32", "exact >= 0.7x, fast >= 0.9x peer"),
+                     ("bfloat16", "fast >= 0.9x peer"),
+                     ("float8_e4m3fn", "fast >= 0.9x peer")):
+        case = checks.gemm_case(rng, n, n, n, dt)
+        a32, b32 = (x.astype(np.float32) for x in case.inputs)
+        out.append(_kernel_row(case, lambda a=a32, b=b32: a @ b, "numpy fp32 matmul (BLAS)",
+                               goal, rounds, f"gemm {dt} {n}^3, fp32 acc"))
+    case = checks.softmax_case(rng, n, n, block_N=n)
+    case.kernel = softmax(block_N=n)
+    x = case.inputs[0]
+
+    def np_softmax():
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    out.append(_kernel_row(case, np_softmax, "numpy unfused", "exact >= 2x peer", rounds,
+                           f"softmax {n}x{n} fp32"))
+    return out
+
+
 def rows(quick: bool = False) -> list[dict]:
     n, rounds = (1 << 20, 3) if quick else (1 << 24, 7)
     out = [cast_row(fmt, n, rounds) for fmt in CAST_FORMATS]
+    out += kernel_rows(quick, rounds)
     return out + compile_rows(2 if quick else 3)
 
 
