@@ -26,6 +26,7 @@ def py_gemm_acc(a, b, c, ta, tb, beta):
 def numba_gemm_acc():
     """The numba tier's form (built lazily: importing this module imports no numba)."""
     import numba
+    import scipy.linalg.cython_blas  # noqa: F401  (numba_xxgemm finds sgemm/dgemm there)
     from llvmlite import ir
     from numba.core import cgutils, types
     from numba.extending import intrinsic

@@ -70,7 +70,7 @@ def match_kloop(s: For) -> KLoop | None:
     tiles = [r.buffer for r in (g.a, g.b, g.c)]
     if len({b.name for b in tiles}) != 3 or not all(_whole_local(r) for r in (g.a, g.b, g.c)):
         return None
-    if any(r.dtype != g.c.dtype for r in (g.a, g.b)):
+    if any(r.dtype != g.c.dtype and not _narrow_into(r.dtype, g.c.dtype) for r in (g.a, g.b)):
         return None
     copies = {c.dst.buffer.name: c for c in s.body[:2]}
     ca, cb = copies.get(g.a.buffer.name), copies.get(g.b.buffer.name)
@@ -86,6 +86,12 @@ def match_kloop(s: For) -> KLoop | None:
             or b[0].region.static_extents()[b[0].odim] != cols):
         return None
     return KLoop(s, g, a[0], b[0], a[1])
+
+
+def _narrow_into(tile, acc) -> bool:
+    """Narrow float tiles into a float32 accumulator: their values are exact in float32
+    and so are their products (at most 22 significant bits), what BLAS then sums."""
+    return tile.is_float and tile.bits < 32 and acc.name == "float32"
 
 
 def _operand(c: Copy, k: Var, tile_kdim: int) -> tuple[Operand, int] | None:

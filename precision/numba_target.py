@@ -2,7 +2,8 @@
 LLVM tuning prefers 256-bit ones (wide vectors lowered the clock of early AVX-512 parts).
 Vector width never changes an exact kernel's bits (the contract fixes every rounding); its
 speed-up is in docs/perf-log.md. tilepy compiles Numba code only after `configure()` ran:
-from codecs.py (which every precision Numba module imports) or from jit/compiler.py.
+from codecs.py (which every precision Numba module imports) or from jit/compiler.py. It
+also keeps Numba's start from importing scipy.linalg where no code uses BLAS.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ def configure() -> None:
     if _done:
         return
     _done = True
+    _prefer_512_bit_vectors()
+    _defer_blas_check()
+
+
+def _prefer_512_bit_vectors() -> None:
     if os.environ.get("TILEPY_JIT_VECTOR_BITS", "512") == "256":
         return
     from numba.core import config, registry
@@ -40,3 +46,30 @@ def configure() -> None:
     features = get_host_cpu_features()
     if "+avx512f" in features.split(","):
         config.CPU_FEATURES = features + ",-prefer-256-bit"
+
+
+def _defer_blas_check() -> None:
+    """Numba's array library, imported during its first compile (or cache load), checks
+    that scipy's BLAS loads by importing scipy.linalg: about a fifth of the CPU time of
+    loading a cached kernel in a fresh process, though only code calling BLAS (np.dot,
+    tilepy's fast gemm) needs it, and such code imports it when it is compiled or built
+    (numba.np.linalg's own checks; jit/blas.py). So import that library here with the
+    check answered by finding scipy without importing it, then restore the check."""
+    import importlib.util
+    import sys
+
+    if "numba.np.arraymath" in sys.modules:
+        return
+    from numba.np import linalg
+
+    real = linalg.ensure_blas
+
+    def scipy_found() -> None:
+        if importlib.util.find_spec("scipy") is None:
+            real()  # raises Numba's own ImportError
+
+    linalg.ensure_blas = scipy_found
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        linalg.ensure_blas = real

@@ -2,10 +2,14 @@
 interpreter's reference for every store and every narrow-float operation.
 
 Bits are ml_dtypes', except that float64 inputs round once and float8_e8m0fnu follows
-tilepy's own rule (docs/precision.md). Vectorised numpy only; never imports numba.
+tilepy's own rule (docs/precision.md). Vectorised numpy; large float32 casts go through
+fastcast.py (Numba) when Numba runs or has paid for its start (see _use_numba).
 """
 
 from __future__ import annotations
+
+import sys
+import threading
 
 import numpy as np
 
@@ -15,6 +19,30 @@ from tilepy.precision.formats import Format, get_format
 _E8M0 = "float8_e8m0fnu"
 # float32 / float64 layouts: (unsigned view, mantissa bits)
 _SRC = {np.dtype(np.float32): (np.uint32, 23), np.dtype(np.float64): (np.uint64, 52)}
+# float32 arrays of at least _FAST_MIN elements cast to these formats go through the
+# parallel Numba encoders of fastcast.py (same bits; numpy's float16 cast is as fast) once
+# Numba runs in the process. Starting it (~0.45 s of CPU) costs as much as ml_dtypes
+# casting 2^25-2^27 float32 elements (3-12 ns each by format and data), so a process that
+# has not started it casts 2^26 elements through ml_dtypes first.
+_FAST_MIN = 1 << 16
+_START_BUDGET = 1 << 26
+_FAST_FORMATS = frozenset([
+    "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    _E8M0, "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"])
+_slow_elements = 0  # elements of large float32 casts done by ml_dtypes so far
+
+
+def _use_numba(n: int) -> bool:
+    """Whether a float32 cast of n elements goes through fastcast.py (see _START_BUDGET).
+    Only from the main thread: Numba's workqueue threading layer (where no OpenMP or TBB
+    is installed) aborts the process when two threads run parallel kernels at once."""
+    global _slow_elements
+    if n < _FAST_MIN or threading.current_thread() is not threading.main_thread():
+        return False
+    if "numba" in sys.modules or _slow_elements >= _START_BUDGET:
+        return True
+    _slow_elements += n
+    return False
 
 
 def cast(x, fmt, saturate: bool = False) -> np.ndarray:
@@ -30,6 +58,7 @@ def cast(x, fmt, saturate: bool = False) -> np.ndarray:
     Integers: a float input is truncated toward zero and clamped to the range, NaN -> 0
     (PTX cvt.rzi.sat; ml_dtypes would wrap); an int input wraps like numpy `astype`
     unless `saturate=True` clamps it.
+    Large float32 arrays are encoded in parallel by Numba (fastcast.py), same bits.
     """
     f = get_format(fmt)
     x = np.asarray(x)
@@ -38,6 +67,10 @@ def cast(x, fmt, saturate: bool = False) -> np.ndarray:
     if f.is_int:
         return _cast_int(x, f, saturate)
     x = _as_float(x)
+    if x.dtype == np.float32 and f.name in _FAST_FORMATS and _use_numba(x.size):
+        from tilepy.precision.fastcast import encode_f32  # imports numba
+
+        return encode_f32(x, f, saturate).view(f.np_dtype)
     if saturate:
         x = np.clip(x, -f.max_finite, f.max_finite) if f.has_sign else _clip_top(x, f)
     if f.name == _E8M0:  # float32 and float16 widen exactly (signalling NaNs set "invalid")

@@ -68,6 +68,27 @@ def test_library_gemm_launch_is_one_product(dt, ta, tb, tier):
         _within(got, want, *_ops(a, b, ta, tb), dt)
 
 
+@pytest.mark.parametrize("dt,ta,tb,tier", [
+    ("float8_e4m3fn", False, False, "numba"), ("float8_e4m3fn", True, True, "py"),
+    ("float8_e5m2", False, True, "py"), ("float4_e2m1fn", True, False, "py")])
+def test_narrow_library_gemm_launch_decodes_then_is_one_product(dt, ta, tb, tier):
+    """fp8/fp4 operands are decoded to float32 (exact) once, then one BLAS call: within
+    the same bound of the interpreter (products of narrow values are exact in float32)."""
+    import ml_dtypes
+
+    func = gemm(32, 32, 16, dt, "float32", "float32", ta, tb).func
+    k = jit.compile(func, fast=True, tier=tier)
+    assert ONE_PRODUCT in k.source and f"_dec_{dt}(" in k.source
+    rng = np.random.default_rng(8)
+    for M, N, K in SHAPES:
+        a, b = _inputs(rng, M, N, K, ta, tb, getattr(ml_dtypes, dt))
+        want, got = np.zeros((M, N), np.float32), np.full((M, N), np.nan, np.float32)
+        sizes = {"M": M, "N": N, "K": K}
+        interp_run(func, {"A": a, "B": b, "C": want}, sizes)
+        k({"A": a, "B": b, "C": got}, sizes)
+        _within(got, want, *_ops(a, b, ta, tb), "float32")
+
+
 def epilogue_gemm(bm, bn, bk, ta, tb, dt="float32", scale_tile=False):
     """gemm + relu before the copy out (so the launch is not a bare product) that also
     writes the A tile the k loop left (`Last`), which the fused loop must reproduce;
@@ -188,7 +209,7 @@ def _variant(change=""):
     """The library gemm with one thing changed (build-time branches); each change but ""
     must make a matcher refuse."""
     M, N, K = T.symbolic("M"), T.symbolic("N"), T.symbolic("K")
-    in_dt = "float16" if change == "dtype" else "float32"
+    in_dt = "float64" if change == "dtype" else "float32"
 
     @T.prim_func
     def v(A: T.Tensor((M, K), in_dt), B: T.Tensor((K, N), in_dt),
@@ -232,7 +253,8 @@ def test_the_plain_variant_matches_both():
 @pytest.mark.parametrize("change", ["repeat", "gaps", "rows move", "clear", "dtype"])
 def test_k_loops_the_pass_cannot_prove_are_refused(change):
     """K slices that repeat or leave gaps, rows that move with k, clear_accum (only the
-    last step counts), tiles of another dtype than the accumulator."""
+    last step counts), tiles of another dtype than the accumulator (but for narrow floats
+    into float32, which test_narrow_library_gemm_launch_decodes_then_is_one_product runs)."""
     f = _variant(change)
     assert match_kloop(_loop(f)) is None
     assert match_launch(_launch(f)) is None

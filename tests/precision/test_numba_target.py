@@ -49,3 +49,23 @@ def test_wide_vectors_on_avx512_and_only_there():
 ])
 def test_the_default_target_is_kept_when_asked_or_too_late(first, env):
     assert _run(first, **env)["wide"] is False
+
+
+_BLAS_SCRIPT = r"""
+import sys
+import numpy as np
+from tilepy.precision.numba_target import configure
+configure()
+import numba
+numba.njit(lambda x: x * 2)(3)
+started = "scipy.linalg" in sys.modules
+a = np.arange(6.0).reshape(2, 3)
+got = numba.njit(lambda x, y: np.dot(x, y))(a, a.T)  # BLAS still works, scipy loaded now
+print(started, "scipy.linalg" in sys.modules, got.tolist())
+"""
+
+
+def test_numbas_start_does_not_import_scipy_linalg_until_blas_is_used():
+    out = subprocess.run([sys.executable, "-c", _BLAS_SCRIPT], check=True,
+                         capture_output=True, text=True)
+    assert out.stdout.split("\n")[0] == "False True [[5.0, 14.0], [14.0, 50.0]]"
