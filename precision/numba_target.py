@@ -62,7 +62,9 @@ def _defer_blas_check() -> None:
         return
     from numba.np import linalg
 
-    real = linalg.ensure_blas
+    real = getattr(linalg, "ensure_blas", None)
+    if real is None:  # a Numba without this check: nothing to defer
+        return
 
     def scipy_found() -> None:
         if importlib.util.find_spec("scipy") is None:
