@@ -53,3 +53,8 @@ class KernelAssertionError(TilepyError):
 
 class NotPortableError(TilepyError):
     """A GPU feature with no meaning on the CPU reference (TMA, mbarriers, tcgen05...)."""
+
+
+class TileLangWarning(UserWarning):
+    """A construct whose Python meaning and TileLang's differ, run as TileLang runs it (the
+    message names the line and what was done)."""

@@ -30,6 +30,20 @@ class Traced:
         raise TileTypeError("a runtime value cannot be used where Python needs an int",
                             self.loc)
 
+    @property
+    def dtype(self):
+        """TVM's `x.dtype`: the value's dtype, as a string-like T.dtype."""
+        from tilepy.frontend.dtypes import dtype
+
+        return dtype(self.expr.dtype.name)
+
+    def astype(self, dt):
+        """TVM's `x.astype(dt)`: a cast (T.cast)."""
+        from tilepy.ir.types import dtype
+
+        target = dtype(str(dt))
+        return Traced(exprs.cast(self.expr, target, self.loc), self.loc)
+
 
 def unwrap(v):
     if isinstance(v, Traced):

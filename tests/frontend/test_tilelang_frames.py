@@ -1,0 +1,86 @@
+"""TileLang's TVMScript spellings in kernels: `with T.If(c), T.Then():` and `with T.If(c):`
+holding T.Then/T.Else frames, the `else:` of a for loop (ignored, as TileLang ignores it,
+with a warning), and TVM's `x.dtype` / `x.astype(dt)` on runtime values."""
+
+import numpy as np
+import pytest
+
+import tilepy
+import tilepy.language as T
+from tilepy.errors import TileLangWarning, TileSyntaxError
+
+
+@T.prim_func
+def frames(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"),
+           Z: T.Tensor((8,), "float32")):
+    with T.Kernel(1) as bx:
+        for i in T.Parallel(8):
+            with T.If(X[i] > 0), T.Then():
+                Y[i] = X[i] * 2
+            with T.If(i < 3):
+                with T.Then():
+                    Z[i] = 1.0
+                with T.Else():
+                    Z[i] = X[i] + bx
+
+
+def test_if_then_else_frames_are_branches():
+    x = np.array([1, -2, 3, -4, 5, -6, 7, -8], np.float32)
+    y, z = np.full(8, 9, np.float32), np.zeros(8, np.float32)
+    with tilepy.backend("interp"):
+        frames(x, y, z)
+    assert y.tolist() == [2, 9, 6, 9, 10, 9, 14, 9]
+    assert z.tolist() == [1, 1, 1, -4, 5, -6, 7, -8]
+
+
+def test_a_then_frame_outside_an_if_is_refused_at_its_line():
+    def bad(X: T.Tensor((8,), "float32")):
+        with T.Kernel(1):
+            with T.Then():
+                X[0] = 1.0
+
+    with pytest.raises(TileSyntaxError, match=r"T\.If\(cond\)") as e:
+        T.prim_func(bad)
+    assert e.value.loc.line == bad.__code__.co_firstlineno + 2
+
+
+def masked(X: T.Tensor((4, 4), "float32")):
+    with T.Kernel(1):
+        for i, j in T.Parallel(4, 4):
+            X[i, j] = T.if_then_else(i >= j, X[i, j], -1.0)
+        else:
+            T.clear(X)
+
+
+def test_for_else_is_ignored_as_tilelang_does_with_a_warning_naming_the_line():
+    with pytest.warns(TileLangWarning, match=rf":{masked.__code__.co_firstlineno + 5}: the "
+                      r"`else:` of a for loop in a kernel is ignored"):
+        k = T.prim_func(masked)
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    with tilepy.backend("interp"):
+        k(x)
+    assert x.tolist() == np.where(np.tri(4) > 0, np.arange(16).reshape(4, 4), -1).tolist()
+
+
+def unpack(val, pos):
+    """A TVM-style helper: reads the dtype of a runtime value and casts with astype."""
+    assert val.dtype == "uint8"
+    return ((val >> (pos.astype("uint8") * 4)) & 15).astype("int32")
+
+
+@T.prim_func
+def nibbles(B: T.Tensor((4,), "uint8"), Out: T.Tensor((8,), "int32"),
+            D: T.Tensor((8,), "float32")):
+    with T.Kernel(1):
+        for i in T.Parallel(8):
+            Out[i] = unpack(B[i // 2], i % 2)
+            D[i] = B[i // 2].astype("float32") * 0.5 if B.dtype == "uint8" else 0.0
+
+
+def test_dtype_and_astype_of_runtime_values_in_helpers_and_kernels():
+    b = np.array([0x21, 0x43, 0xF5, 0x07], np.uint8)
+    out, d = np.zeros(8, np.int32), np.zeros(8, np.float32)
+    with tilepy.backend("interp"):
+        nibbles(b, out, d)
+    assert out.tolist() == [1, 2, 3, 4, 5, 15, 7, 0]
+    assert d.tolist() == (np.repeat(b, 2).astype(np.float32) * 0.5).tolist()
