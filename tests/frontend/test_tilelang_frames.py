@@ -84,3 +84,41 @@ def test_dtype_and_astype_of_runtime_values_in_helpers_and_kernels():
         nibbles(b, out, d)
     assert out.tolist() == [1, 2, 3, 4, 5, 15, 7, 0]
     assert d.tolist() == (np.repeat(b, 2).astype(np.float32) * 0.5).tolist()
+
+
+@T.prim_func
+def persistent(X: T.Tensor((4, 5), "float32"), Y: T.Tensor((4, 5), "float32"),
+               Seen: T.Tensor((4, 5), "int32")):
+    with T.Kernel(3) as block_id:
+        for bx, by in T.Persistent([4, 5], 3, block_id):
+            Y[bx, by] = X[bx, by] * 2
+            T.atomic_add(Seen[bx, by], 1)
+
+
+def test_persistent_loop_visits_every_tile_of_the_domain_once():
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    y, seen = np.zeros((4, 5), np.float32), np.zeros((4, 5), np.int32)
+    with tilepy.backend("interp"):
+        persistent(x, y, seen)
+    assert (y == 2 * x).all() and (seen == 1).all()
+    assert "for wave in T.serial((4 * 5 + (3 - 1)) // 3):" in str(persistent.ir)
+
+
+def sign_extend(nibble):
+    """TVM's idiom: shift a 4-bit value to the top of a byte, reinterpret, shift back."""
+    return T.reinterpret("int8", nibble << 4) >> 4
+
+
+@T.prim_func
+def int4s(B: T.Tensor((4,), "uint8"), Out: T.Tensor((4,), "int8")):
+    with T.Kernel(1):
+        for i in T.Parallel(4):
+            Out[i] = sign_extend(B[i] & 15)
+
+
+def test_reinterpret_in_a_helper_in_tvm_argument_order():
+    b = np.array([0x07, 0x08, 0x0F, 0x31], np.uint8)
+    out = np.zeros(4, np.int8)
+    with tilepy.backend("interp"):
+        int4s(b, out)
+    assert out.tolist() == [7, -8, -1, 1]

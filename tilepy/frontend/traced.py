@@ -92,6 +92,15 @@ def traced_builtin(name: str, args: tuple, kwargs: dict):
     if name == "if_then_else":
         cond, a, b = vals
         return Traced(exprs.call(Op.SELECT, [exprs.as_bool(cond, loc), a, b], loc), loc)
+    if name == "reinterpret":  # T.reinterpret(value, dtype) or TVM's (dtype, value)
+        from tilepy.ir.types import dtype
+
+        x, dt = vals if exprs.is_ir(vals[0]) else vals[::-1]
+        dt = dtype(str(dt))
+        if x.dtype.bits != dt.bits:
+            raise TileTypeError(f"T.reinterpret needs dtypes of one width; {x.dtype} has "
+                                f"{x.dtype.bits} bits and {dt} has {dt.bits}", loc)
+        return Traced(exprs.cast(x, dt, loc, Op.REINTERPRET), loc)
     if name == "cast":
         from tilepy.ir.types import dtype
 

@@ -24,6 +24,7 @@ from tilepy.frontend import builtins, exprs
 from tilepy.frontend.dtypes import as_format
 from tilepy.frontend.expressions import ExpressionMixin
 from tilepy.frontend.macro import Return
+from tilepy.frontend.persistent import persistent_loop
 from tilepy.frontend.source import Source
 from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec
 from tilepy.frontend.traced import call_traced
@@ -283,6 +284,8 @@ class Translator(ExpressionMixin):
         fn = self.value(it.func) if isinstance(it, ast.Call) else None
         if isinstance(fn, Builtin) and fn.name in _LOOPS:
             return self.tile_loop(node, fn.name, loc)
+        if isinstance(fn, Builtin) and fn.name == "Persistent":
+            return persistent_loop(self, node, loc)
         if fn is range:
             return self.range_loop(node, it, S.ForKind.SERIAL, loc)
         seq = self.expr(it)
