@@ -110,3 +110,26 @@ def test_shared_tensor_annotated_macro_runs(tl):
     with tilepy.backend("interp"):
         k(x)
     assert x.tolist() == [2 * v for v in range(8)]
+
+
+def test_a_jit_function_may_return_another_kernels_prim_func(tl):
+    import tilelang.language as T
+
+    @tl.jit(out_idx=[-1])
+    def scale(n, factor):
+        @T.prim_func
+        def k(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+            with T.Kernel(1):
+                for i in T.Parallel(n):
+                    Y[i] = X[i] * factor
+
+        return k
+
+    @tl.autotune(configs=[{"factor": 3.0}, {"factor": 5.0}])
+    @tl.jit(out_idx=[-1])
+    def tuned(factor=None):
+        return scale(4, factor).prim_func
+
+    with tilepy.backend("interp"):
+        y = tuned()(np.arange(4, dtype=np.float32))
+    assert np.asarray(y).tolist() == [0, 3, 6, 9]

@@ -122,3 +122,16 @@ def test_reinterpret_in_a_helper_in_tvm_argument_order():
     with tilepy.backend("interp"):
         int4s(b, out)
     assert out.tolist() == [7, -8, -1, 1]
+
+
+def test_a_buffers_dtype_is_a_string_with_the_ir_dtypes_attributes():
+    seen = []
+
+    @T.prim_func
+    def k(X: T.Tensor((2,), "bfloat16")):
+        with T.Kernel(1):
+            seen.append(X.dtype)
+            X[0] = T.cast(1.5, X.dtype)
+
+    (dt,) = seen
+    assert dt == "bfloat16" and dt.name == "bfloat16" and dt.is_float and dt.bits == 16
