@@ -135,3 +135,24 @@ def test_a_buffers_dtype_is_a_string_with_the_ir_dtypes_attributes():
 
     (dt,) = seen
     assert dt == "bfloat16" and dt.name == "bfloat16" and dt.is_float and dt.bits == 16
+
+
+@T.prim_func
+def axpb(X: T.Tensor((4,), "float32"), a: T.float32, n: T.int32, b: T.float16,
+         Y: T.Tensor((4,), "float32")):
+    with T.Kernel(1):
+        for i in T.Parallel(4):
+            Y[i] = X[i] * a + T.cast(b, "float32") + n
+
+
+def test_float_scalar_parameters_take_numbers_rounded_to_their_dtype():
+    x = np.arange(4, dtype=np.float32)
+    outs = []
+    for backend in ("interp", "jit"):
+        y = np.zeros(4, np.float32)
+        with tilepy.backend(backend):
+            axpb(x, 0.1, 2, 0.1, y)
+        outs.append(y)
+    want = x * np.float32(0.1) + np.float32(np.float16(0.1)) + np.float32(2)
+    assert outs[0].tobytes() == outs[1].tobytes() == want.tobytes()
+    assert 'a: T.Tensor((1,), "float32")' in str(axpb.ir).replace("'", '"')

@@ -134,7 +134,8 @@ class Translator(ExpressionMixin):
     def function(self, name: str, spec_params: list[tuple[str, TensorSpec, Loc]]):
         """Translate the body; returns (PrimFunc fields) for the caller to assemble."""
         for pname, spec, loc in spec_params:
-            self.bind(pname, self.param(pname, spec, loc))
+            buf = self.param(pname, spec, loc)
+            self.bind(pname, Load(buf, (Const(0, int32),)) if spec.scalar else buf)
         body = self.src.fn_def.body
         try:
             for st in body:
