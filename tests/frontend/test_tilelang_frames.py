@@ -7,7 +7,7 @@ import pytest
 
 import tilepy
 import tilepy.language as T
-from tilepy.errors import TileLangWarning, TileSyntaxError
+from tilepy.errors import TileLangWarning, TileSyntaxError, TileTypeError
 
 
 @T.prim_func
@@ -156,3 +156,34 @@ def test_float_scalar_parameters_take_numbers_rounded_to_their_dtype():
     want = x * np.float32(0.1) + np.float32(np.float16(0.1)) + np.float32(2)
     assert outs[0].tobytes() == outs[1].tobytes() == want.tobytes()
     assert 'a: T.Tensor((1,), "float32")' in str(axpb.ir).replace("'", '"')
+
+
+SHAPE = (2, 3)
+
+
+@T.prim_func
+def comprehensions(X: T.Tensor((4,), "float32"), Y: T.Tensor((4,), "float32")):
+    with T.Kernel(1):
+        for i in T.Parallel(4):
+            n = sum(s for s in SHAPE)  # build time: 5
+            doubled = [s * 2 for s in SHAPE if s > 2]  # [6]
+            terms = {j: X[j] * (j + 1) for j in range(4)}  # runtime elements
+            Y[i] = n + doubled[0] + sum(terms[j] for j in (1, 3)) + i
+
+
+def test_comprehensions_over_build_time_sequences_are_unrolled():
+    x = np.array([1, 2, 3, 4], np.float32)
+    y = np.zeros(4, np.float32)
+    with tilepy.backend("interp"):
+        comprehensions(x, y)
+    assert y.tolist() == [11 + 4 + 16 + i for i in range(4)]
+
+
+def test_a_comprehension_over_a_runtime_value_is_refused_at_its_line():
+    def bad(X: T.Tensor((4,), "float32"), n: T.int32):
+        with T.Kernel(1):
+            X[0] = sum(X[j] for j in n)
+
+    with pytest.raises(TileTypeError, match="comprehension in a kernel cannot iterate") as e:
+        T.prim_func(bad)
+    assert e.value.loc.line == bad.__code__.co_firstlineno + 2

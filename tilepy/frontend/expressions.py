@@ -12,6 +12,7 @@ import operator
 
 from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import exprs
+from tilepy.frontend.comprehensions import comprehension
 from tilepy.frontend.dtypes import as_format, dtype
 from tilepy.frontend.macro import inline_macro
 from tilepy.frontend.surface import SizeExpr, SymbolicSize
@@ -50,7 +51,10 @@ class ExpressionMixin:
             raise TileSyntaxError(
                 f"{type(node).__name__} expressions are not supported in a kernel",
                 self.loc(node))
-        return self.scalar_view(method(node), node)
+        v = method(node)
+        if isinstance(v, Traced):  # a comprehension's runtime element, or Python on them
+            v = v.expr
+        return self.scalar_view(v, node)
 
     def scalar_view(self, v, node):
         """A `T.alloc_var` buffer named in an expression reads its value."""
@@ -76,6 +80,11 @@ class ExpressionMixin:
         return tuple(self.expr(e) for e in node.elts)
 
     _e_List = _e_Tuple
+
+    def _e_ListComp(self, node):
+        return comprehension(self, node, self.loc(node))
+
+    _e_SetComp = _e_DictComp = _e_GeneratorExp = _e_ListComp
 
     def _e_JoinedStr(self, node):
         raise TileSyntaxError("f-strings are only supported inside print()", self.loc(node))
