@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilepy.compat.tilelang.jit import JITKernel, _JitFunction, _wrap, compile
+from tilepy.errors import ArgumentError
 
 __all__ = ["AutoTuner", "AutotuneResult", "autotune"]
 
@@ -70,6 +71,15 @@ class AutoTuner:
         return AutotuneResult(latency, config, None, kernel, made)
 
 
+def _latency(kernel: JITKernel) -> float | None:
+    """The built config's time in ms on generated inputs (as TileLang reports the best
+    config's); None where inputs cannot be made (symbolic shapes)."""
+    try:
+        return kernel.get_profiler().do_bench()
+    except ArgumentError:
+        return None
+
+
 def autotune(configs=None, warmup=25, rep=100, timeout=100, **_ignored):
     """`@autotune(configs=...)` over a `@tilelang.jit` function: calls build the first
     config (tuning GPU tiles has no CPU meaning), with the caller's arguments."""
@@ -81,7 +91,8 @@ def autotune(configs=None, warmup=25, rep=100, timeout=100, **_ignored):
                 first = {}
             kernel = _wrap(fn(*args, **{**kwargs, **first}))
             if isinstance(kernel, JITKernel):  # AutotuneResult's fields, as TileLang sets
-                kernel.config, kernel.latency, kernel.ref_latency = first, 0.0, None
+                kernel.config, kernel.ref_latency = first, None
+                kernel.latency = _latency(kernel)
             return kernel
 
         tuned.__wrapped__ = fn
