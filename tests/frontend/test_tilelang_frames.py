@@ -187,3 +187,24 @@ def test_a_comprehension_over_a_runtime_value_is_refused_at_its_line():
     with pytest.raises(TileTypeError, match="comprehension in a kernel cannot iterate") as e:
         T.prim_func(bad)
     assert e.value.loc.line == bad.__code__.co_firstlineno + 2
+
+
+@T.prim_func
+def block_ids(Y: T.Tensor((3, 2), "int32")):
+    with T.Kernel(2, 3):
+        bx = T.get_block_binding(0)
+        by = T.get_block_binding(1)
+        Y[by, bx] = by * 10 + bx
+
+
+def test_get_block_binding_is_the_launchs_block_index():
+    y = np.zeros((3, 2), np.int32)
+    with tilepy.backend("interp"):
+        block_ids(y)
+    assert y.tolist() == [[0, 1], [10, 11], [20, 21]]
+    with pytest.raises(tilepy.errors.NotPortableError, match=r"thread indices \(T\.thread_"):
+        @T.prim_func
+        def threads(Y: T.Tensor((2,), "int32")):
+            with T.Kernel(1):
+                t = T.thread_binding(0, 2, thread="threadIdx.x")
+                Y[t] = 1

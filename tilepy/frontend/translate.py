@@ -250,6 +250,7 @@ class Translator(ExpressionMixin):
         names = self.target_names(item.optional_vars, len(grid), loc)
         bvars = tuple(Var(self.unique(n), int32) for n in names)
         self.in_kernel = True
+        self.block_vars = bvars  # T.get_block_binding(i)
         self.scopes.append({})
         for n, v in zip(names, bvars):
             self.bind(n, v)
