@@ -63,3 +63,8 @@ class TuneError(TilepyError):
 class KernelInputError(TilepyError):
     """Arrays handed to a library kernel's wrapper (tilepy.kernels: attention, sparse,
     top-k, ...) whose shapes, dtypes or index tables do not fit together."""
+
+
+class TileLangWarning(UserWarning):
+    """A construct whose Python meaning and TileLang's differ, run as TileLang runs it (the
+    message names the line and what was done)."""

@@ -149,6 +149,9 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
         raise ArgumentError(f"{func.name} takes {len(inputs)} array(s) ({names}); got "
                             f"{len(args)}", loc)
     arrays: dict[str, np.ndarray] = {}
+    args = [np.full(1, a, b.dtype.np_dtype) if _is_number(a) and b.static_shape() == (1,)
+            and b.name not in written_params(func) else a  # a float scalar parameter's value
+            for b, a in zip(inputs, args)]
     for buf, arr in zip(inputs, args):
         static = buf.static_shape()  # int4 data may come packed in int8 storage
         if static is not None and buf.name not in written_params(func):
@@ -160,6 +163,10 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
         buf = func.params[i]
         arrays[buf.name] = np.zeros(_output_shape(func, buf, sizes, loc), buf.dtype.np_dtype)
     return arrays, sizes
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
 def _check_array(func, buf: Buffer, arr, sizes: dict, loc: Loc) -> np.ndarray:
@@ -295,6 +302,9 @@ def make_prim_func(fn) -> Kernel:
         spec = hints.get(p.name)
         if isinstance(spec, str) and as_format(spec) is None:
             spec = eval(spec, environment(fn))  # noqa: S307 - the user's own annotation
+        if as_format(spec) is not None and as_format(spec).is_float:
+            specs.append((p.name, TensorSpec.scalar_param(as_format(spec)), src.loc(src.fn_def)))
+            continue  # `scale: T.float32`: a one-element read-only tensor, passed a number
         if as_format(spec) is not None:  # `n: T.int32`: a scalar argument
             scalars.append((len(specs) + len(scalars), p.name, scalar_size(
                 p.name, spec, src.loc(src.fn_def))))

@@ -85,6 +85,8 @@ def _builtins(names: str, python: dict[str, Callable[..., Any]] | None = None) -
 # launch, buffers, loops
 _builtins("Kernel alloc_shared alloc_fragment alloc_local alloc_var empty const")
 _builtins("Parallel Pipelined serial unroll")
+# TVMScript's `with T.If(c):` / `T.Then()` / `T.Else()` frames, persistent loops, blockIdx
+_builtins("If Then Else Persistent get_block_binding")
 # tile ops
 _builtins("copy gemm clear fill reduce_sum reduce_max reduce_min reduce_abssum reduce_absmax")
 _builtins("cumsum atomic_add print")
@@ -100,6 +102,7 @@ _builtins("clamp Cast alloc_buffer atomic_addx2 atomic_addx4 reshape view alloc_
           + " ".join(_NOT_PORTABLE))
 parallel = globals()["Parallel"]
 SharedBuffer = FragmentBuffer = LocalBuffer = Tensor  # annotations of @T.macro parameters
+SharedTensor = FragmentTensor = LocalTensor = Tensor  # TileLang's other spelling of them
 
 
 class GemmWarpPolicy:

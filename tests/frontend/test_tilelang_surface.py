@@ -181,7 +181,7 @@ def test_integer_scalar_parameters_are_sizes_passed_by_position():
         head(x, 2.5, np.zeros(16, np.float32))
     with pytest.raises(tilepy.TilepyError, match="expected an integer type"):
         @T.prim_func
-        def bad(X: T.Tensor((16,), "float32"), a: T.float32):
+        def bad(X: T.Tensor((16,), "float32"), a: T.bool):  # floats: test_tilelang_frames
             with T.Kernel(1) as _:
                 X[0] = a
 

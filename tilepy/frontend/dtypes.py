@@ -69,6 +69,15 @@ class dtype(str):  # noqa: N801 - TileLang's name
         the front end reads `T.float32(x)` as a cast)."""
         return self.as_numpy().type(value)
 
+    def __getattr__(self, attr: str):
+        """The IR dtype's other attributes (name, is_float, np_dtype...), so `A.dtype` in
+        a kernel offers both TileLang's string and tilepy's dtype."""
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        from tilepy.ir.types import dtype as ir_dtype
+
+        return getattr(ir_dtype(str(self)), attr)
+
     def __repr__(self) -> str:
         return f"T.{str(self)}" if str(self).isidentifier() else f"T.dtype({str(self)!r})"
 

@@ -12,9 +12,11 @@ import operator
 
 from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import exprs
-from tilepy.frontend.dtypes import as_format
+from tilepy.frontend.comprehensions import comprehension
+from tilepy.frontend.dtypes import as_format, dtype
 from tilepy.frontend.macro import inline_macro
 from tilepy.frontend.surface import SizeExpr, SymbolicSize
+from tilepy.frontend.traced import Traced
 from tilepy.frontend.values import DataRef, StartPoint, describe
 from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import Op
@@ -49,7 +51,10 @@ class ExpressionMixin:
             raise TileSyntaxError(
                 f"{type(node).__name__} expressions are not supported in a kernel",
                 self.loc(node))
-        return self.scalar_view(method(node), node)
+        v = method(node)
+        if isinstance(v, Traced):  # a comprehension's runtime element, or Python on them
+            v = v.expr
+        return self.scalar_view(v, node)
 
     def scalar_view(self, v, node):
         """A `T.alloc_var` buffer named in an expression reads its value."""
@@ -76,6 +81,11 @@ class ExpressionMixin:
 
     _e_List = _e_Tuple
 
+    def _e_ListComp(self, node):
+        return comprehension(self, node, self.loc(node))
+
+    _e_SetComp = _e_DictComp = _e_GeneratorExp = _e_ListComp
+
     def _e_JoinedStr(self, node):
         raise TileSyntaxError("f-strings are only supported inside print()", self.loc(node))
 
@@ -84,6 +94,9 @@ class ExpressionMixin:
         loc = self.loc(node)
         if isinstance(base, Buffer):
             return self._buffer_attribute(base, node.attr, loc)
+        if exprs.is_ir(base) and node.attr in ("dtype", "astype"):
+            got = getattr(Traced(base, loc), node.attr)  # TVM's x.dtype, x.astype(dt)
+            return got if node.attr == "dtype" else (lambda dt: got(dt).expr)
         try:
             return getattr(base, node.attr)
         except AttributeError:
@@ -93,8 +106,8 @@ class ExpressionMixin:
     def _buffer_attribute(self, buf: Buffer, attr: str, loc: Loc):
         if attr == "shape":
             return tuple(int(s.value) if isinstance(s, Const) else s for s in buf.shape)
-        if attr == "dtype":
-            return buf.dtype
+        if attr == "dtype":  # TileLang's: a string ("float16" == A.dtype)
+            return dtype(buf.dtype.name)
         if attr == "data":
             return DataRef(buf)
         if attr == "ndim":

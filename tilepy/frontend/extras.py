@@ -34,6 +34,7 @@ NOT_PORTABLE = {
     "shfl_xor": "warp shuffles", "shfl_down": "warp shuffles", "shfl_up": "warp shuffles",
     "get_thread_binding": "thread indices", "get_lane_idx": "thread indices",
     "get_warp_idx": "thread indices", "sync_threads": "thread barriers",
+    "thread_binding": "thread indices", "tvm_thread_allreduce": "thread-level reductions",
 }
 
 _SCOPES = {"shared": "alloc_shared", "shared.dyn": "alloc_shared",
@@ -74,7 +75,18 @@ def _alloc_buffer(tr, node, loc: Loc, name: str):
     return _alloc(tr, node, loc, kind)
 
 
-HANDLERS = {"clamp": _clamp, "Cast": _cast_tvm, "alloc_buffer": _alloc_buffer}
+def _block_binding(tr, node, loc: Loc, name: str):
+    """`T.get_block_binding(i)`: the launch's block index i (blockIdx.x, y, z)."""
+    dim = Args(tr, node, ["dim"], loc, "T.get_block_binding").const("dim", 0)
+    bvars = getattr(tr, "block_vars", ()) if tr.in_kernel else ()
+    if not isinstance(dim, int) or not 0 <= dim < len(bvars):
+        raise TileTypeError(f"T.get_block_binding: expected a grid dimension 0..."
+                            f"{len(bvars) - 1} inside T.Kernel; got {dim!r}", loc)
+    return bvars[dim]
+
+
+HANDLERS = {"get_block_binding": _block_binding, "clamp": _clamp, "Cast": _cast_tvm,
+            "alloc_buffer": _alloc_buffer}
 HANDLERS.update({n: _not_portable for n in NOT_PORTABLE})
 builtins.HANDLERS.update(HANDLERS)
 

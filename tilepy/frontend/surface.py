@@ -85,5 +85,13 @@ class TensorSpec:
         self.dtype = get_format(dtype)
         self.data = data
 
+    scalar = False  # a float scalar parameter (`x: T.float32`), held in a 1-element tensor
+
+    @classmethod
+    def scalar_param(cls, dtype) -> TensorSpec:
+        spec = cls((1,), dtype)
+        spec.scalar = True
+        return spec
+
     def __repr__(self) -> str:
         return f"T.Tensor({self.shape}, {self.dtype})"

@@ -30,6 +30,20 @@ class Traced:
         raise TileTypeError("a runtime value cannot be used where Python needs an int",
                             self.loc)
 
+    @property
+    def dtype(self):
+        """TVM's `x.dtype`: the value's dtype, as a string-like T.dtype."""
+        from tilepy.frontend.dtypes import dtype
+
+        return dtype(self.expr.dtype.name)
+
+    def astype(self, dt):
+        """TVM's `x.astype(dt)`: a cast (T.cast)."""
+        from tilepy.ir.types import dtype
+
+        target = dtype(str(dt))
+        return Traced(exprs.cast(self.expr, target, self.loc), self.loc)
+
 
 def unwrap(v):
     if isinstance(v, Traced):
@@ -78,6 +92,15 @@ def traced_builtin(name: str, args: tuple, kwargs: dict):
     if name == "if_then_else":
         cond, a, b = vals
         return Traced(exprs.call(Op.SELECT, [exprs.as_bool(cond, loc), a, b], loc), loc)
+    if name == "reinterpret":  # T.reinterpret(value, dtype) or TVM's (dtype, value)
+        from tilepy.ir.types import dtype
+
+        x, dt = vals if exprs.is_ir(vals[0]) else vals[::-1]
+        dt = dtype(str(dt))
+        if x.dtype.bits != dt.bits:
+            raise TileTypeError(f"T.reinterpret needs dtypes of one width; {x.dtype} has "
+                                f"{x.dtype.bits} bits and {dt} has {dt.bits}", loc)
+        return Traced(exprs.cast(x, dt, loc, Op.REINTERPRET), loc)
     if name == "cast":
         from tilepy.ir.types import dtype
 

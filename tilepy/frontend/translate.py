@@ -10,12 +10,21 @@ from __future__ import annotations
 import ast
 import builtins as py
 import copy
+import warnings
 
-from tilepy.errors import NOLOC, KernelAssertionError, Loc, TileSyntaxError, TileTypeError
+from tilepy.errors import (
+    NOLOC,
+    KernelAssertionError,
+    Loc,
+    TileLangWarning,
+    TileSyntaxError,
+    TileTypeError,
+)
 from tilepy.frontend import builtins, exprs
 from tilepy.frontend.dtypes import as_format
 from tilepy.frontend.expressions import ExpressionMixin
 from tilepy.frontend.macro import Return
+from tilepy.frontend.persistent import persistent_loop
 from tilepy.frontend.source import Source
 from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec
 from tilepy.frontend.traced import call_traced
@@ -125,7 +134,8 @@ class Translator(ExpressionMixin):
     def function(self, name: str, spec_params: list[tuple[str, TensorSpec, Loc]]):
         """Translate the body; returns (PrimFunc fields) for the caller to assemble."""
         for pname, spec, loc in spec_params:
-            self.bind(pname, self.param(pname, spec, loc))
+            buf = self.param(pname, spec, loc)
+            self.bind(pname, Load(buf, (Const(0, int32),)) if spec.scalar else buf)
         body = self.src.fn_def.body
         try:
             for st in body:
@@ -193,15 +203,38 @@ class Translator(ExpressionMixin):
         raise Return(None if node.value is None else self.value(node.value))
 
     def _s_With(self, node):
-        if len(node.items) != 1 or not isinstance(node.items[0].context_expr, ast.Call):
-            raise TileSyntaxError("only `with T.Kernel(...) as ...:` is supported",
-                                  self.loc(node))
-        item = node.items[0]
-        fn = self.value(item.context_expr.func)
-        if not (isinstance(fn, Builtin) and fn.name == "Kernel"):
-            raise TileSyntaxError("only `with T.Kernel(...) as ...:` is supported",
-                                  self.loc(node))
-        self.launch(node, item)
+        names = [self.frame_name(item.context_expr) for item in node.items]
+        if names == ["Kernel"]:
+            return self.launch(node, node.items[0])
+        if names in (["If"], ["If", "Then"]):
+            return self.frame_if(node, names)
+        raise TileSyntaxError("only `with T.Kernel(...) as ...:` and `with T.If(cond):` "
+                              "frames are supported", self.loc(node),
+                              hint="T.Then() and T.Else() go inside `with T.If(cond):` "
+                                   "(or `with T.If(cond), T.Then():`)")
+
+    def frame_name(self, call) -> str | None:
+        """The T.<name> a `with` item calls (Kernel, If, Then, Else), else None."""
+        fn = self.value(call.func) if isinstance(call, ast.Call) else None
+        return fn.name if isinstance(fn, Builtin) else None
+
+    def frame_if(self, node: ast.With, names: list[str]) -> None:
+        """TVMScript's `with T.If(c):` holding `with T.Then():` and optionally `with
+        T.Else():`, or `with T.If(c), T.Then():`: the same as `if c: ... else: ...`."""
+        loc = self.loc(node)
+        call = node.items[0].context_expr
+        if len(call.args) != 1 or call.keywords:
+            raise TileTypeError("T.If takes one condition", loc)
+        if names == ["If", "Then"]:
+            return self.branch(call.args[0], node.body, [], loc)
+        parts = [st for st in node.body if not isinstance(st, ast.Pass)]
+        got = [self.frame_name(st.items[0].context_expr)
+               if isinstance(st, ast.With) and len(st.items) == 1 else None for st in parts]
+        if got not in (["Then"], ["Then", "Else"]):
+            raise TileSyntaxError("`with T.If(cond):` must hold `with T.Then():` and "
+                                  "optionally `with T.Else():`, nothing else", loc)
+        orelse = parts[1].body if len(parts) == 2 else []
+        self.branch(call.args[0], parts[0].body, orelse, loc)
 
     def launch(self, node: ast.With, item: ast.withitem) -> None:
         loc = self.loc(node)
@@ -217,6 +250,7 @@ class Translator(ExpressionMixin):
         names = self.target_names(item.optional_vars, len(grid), loc)
         bvars = tuple(Var(self.unique(n), int32) for n in names)
         self.in_kernel = True
+        self.block_vars = bvars  # T.get_block_binding(i)
         self.scopes.append({})
         for n, v in zip(names, bvars):
             self.bind(n, v)
@@ -247,11 +281,13 @@ class Translator(ExpressionMixin):
     def _s_For(self, node):
         loc = self.loc(node)
         if node.orelse:
-            raise TileSyntaxError("for ... else is not supported in a kernel", loc)
+            self.drop_for_else(node)
         it = node.iter
         fn = self.value(it.func) if isinstance(it, ast.Call) else None
         if isinstance(fn, Builtin) and fn.name in _LOOPS:
             return self.tile_loop(node, fn.name, loc)
+        if isinstance(fn, Builtin) and fn.name == "Persistent":
+            return persistent_loop(self, node, loc)
         if fn is range:
             return self.range_loop(node, it, S.ForKind.SERIAL, loc)
         seq = self.expr(it)
@@ -262,6 +298,15 @@ class Translator(ExpressionMixin):
             self.assign_target(node.target, item, loc)
             for st in node.body:
                 self.stmt(st)
+
+    def drop_for_else(self, node: ast.For) -> None:
+        """TileLang's parser (TVMScript) ignores the `else:` of a kernel's for loop, so its
+        programs rely on that; Python would run it (kernel loops have no `break`). The else
+        is dropped, with a warning naming the line."""
+        warnings.warn(TileLangWarning(
+            f"{self.loc(node.orelse[0])}: the `else:` of a for loop in a kernel is "
+            "ignored, as TileLang ignores it (Python would run it after the loop); move it "
+            "out of the loop or delete it"), stacklevel=2)
 
     def tile_loop(self, node: ast.For, name: str, loc: Loc) -> None:
         kind = _LOOPS[name]
@@ -323,14 +368,16 @@ class Translator(ExpressionMixin):
 
     # ------------------------------------------------------------ branches
     def _s_If(self, node):
-        loc = self.loc(node)
-        cond = self.expr(node.test)
+        self.branch(node.test, node.body, node.orelse, self.loc(node))
+
+    def branch(self, test, body: list, orelse: list, loc: Loc) -> None:
+        cond = self.expr(test)
         if not exprs.is_ir(cond):
-            for st in node.body if cond else node.orelse:
+            for st in body if cond else orelse:
                 self.stmt(st)
             return
-        then_body = self.block(node.body, where=loc)
-        else_body = self.block(node.orelse, where=loc)
+        then_body = self.block(body, where=loc)
+        else_body = self.block(orelse, where=loc)
         self.emit(S.If(exprs.as_bool(cond, loc), then_body, else_body, loc=loc))
 
     def _s_While(self, node):

@@ -11,6 +11,9 @@ import enum
 from tilepy.compat import tvm  # noqa: E402,F401 - `from tilelang import tvm`
 from tilepy.compat.tilelang import (  # noqa: F401 - tilelang.language, tilelang.math...
     autotuner,
+    cache,
+    carver,
+    engine,
     intrinsics,
     language,
     layout,
@@ -18,12 +21,14 @@ from tilepy.compat.tilelang import (  # noqa: F401 - tilelang.language, tilelang
     profiler,
     testing,
     tileop,
+    transform,
     utils,
 )
 from tilepy.compat.tilelang.autotuner import AutoTuner, autotune  # noqa: F401
 from tilepy.compat.tilelang.jit import JITKernel, compile, jit, lazy_jit  # noqa: F401
 from tilepy.compat.tilelang.math import next_power_of_2  # noqa: F401
 from tilepy.compat.tilelang.utils.tensor import TensorSupplyType  # noqa: F401
+from tilepy.frontend.dtypes import dtype as DataType  # noqa: F401 - tvm.DataType
 
 TensorDistribution = TensorSupplyType  # its older name
 

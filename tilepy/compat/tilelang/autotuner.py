@@ -9,6 +9,7 @@ import inspect
 from dataclasses import dataclass, field
 
 from tilepy.compat.tilelang.jit import JITKernel, _JitFunction, _wrap, compile
+from tilepy.errors import ArgumentError
 from tilepy.tuning import space
 from tilepy.tuning.tuner import tune
 
@@ -95,6 +96,15 @@ class AutoTuner:
         return AutotuneResult(res.seconds * 1e3, res.config, None, kernel, kernel.func)
 
 
+def _latency(kernel: JITKernel) -> float | None:
+    """The built config's time in ms on generated inputs (as TileLang reports the best
+    config's); None where inputs cannot be made (symbolic shapes)."""
+    try:
+        return kernel.get_profiler().do_bench()
+    except ArgumentError:
+        return None
+
+
 def autotune(configs=None, warmup=25, rep=100, timeout=100, **_ignored):
     """`@autotune(configs=...)` over a `@tilelang.jit` function: a call builds and times
     every config with the call's arguments on generated inputs and returns the fastest
@@ -106,7 +116,8 @@ def autotune(configs=None, warmup=25, rep=100, timeout=100, **_ignored):
             if not all_ or any(k in kwargs for k in all_[0]):
                 kernel = _wrap(fn(*args, **kwargs))
                 if isinstance(kernel, JITKernel):  # AutotuneResult's fields, as TileLang sets
-                    kernel.config, kernel.latency, kernel.ref_latency = {}, 0.0, None
+                    kernel.config, kernel.ref_latency = {}, None
+                    kernel.latency = _latency(kernel)
                 return kernel
             kernel, res = _tune(lambda c: fn(*args, **{**kwargs, **c}), all_, None, None,
                                 _ident(fn, args, kwargs))

@@ -30,6 +30,12 @@ class JITKernel:
         return self.kernel.func
 
     @property
+    def prim_func(self):
+        """TileLang's PrimFunc of the kernel: the tilepy kernel, which `compile` and
+        `@tilelang.jit` functions accept back."""
+        return self.kernel
+
+    @property
     def ir(self):
         return self.kernel.ir
 

@@ -1,0 +1,137 @@
+"""The rest of TileLang's Python surface that example programs import: `tilelang.carver`
+(the device query works, the GPU recommender is refused), `tilelang.engine.param`,
+`tilelang.cache` (tilepy's caches), `tilelang.DataType`, `tilelang.transform`,
+`intrinsics.get_swizzle_layout` (the swizzle permutation) and its MMA emitters (refused),
+and `T.SharedTensor`-style macro annotations."""
+
+import os
+
+import numpy as np
+import pytest
+
+import tilepy
+from tilepy import compat
+from tilepy.errors import NotPortableError
+
+
+@pytest.fixture
+def tl():
+    assert compat.install()
+    import tilelang
+
+    yield tilelang
+    compat.uninstall()
+
+
+def test_carver_counts_cores_and_refuses_the_gpu_recommender(tl):
+    from tilelang.carver.arch import CUDA, driver
+    from tilelang.carver.roller.rasterization import NoRasterization
+    from tilelang.carver.template import MatmulTemplate
+
+    assert driver.get_num_sms() == len(os.sched_getaffinity(0))
+    assert issubclass(NoRasterization, tl.carver.roller.rasterization.Rasterization)
+    template = MatmulTemplate(M=64, N=64, K=64, in_dtype="float16")
+    with pytest.raises(NotPortableError, match="the carver's GPU tile recommender"):
+        template.with_arch(None)
+    with pytest.raises(NotPortableError, match="CUDA architecture model"):
+        CUDA("cuda")
+
+
+def test_engine_param_datatype_transform_and_shared_tensor(tl):
+    import tilelang.language as T
+    from tilelang.engine.param import KernelParam
+    from tilelang.transform import simplify_prim_func
+
+    p = KernelParam("float16", (2, 3))
+    assert p.shape == (2, 3) and not p.is_scalar() and KernelParam("int32", ()).is_scalar()
+    assert tl.DataType("float16").bits == 16 and tl.DataType("int8").bits == 8
+    assert T.SharedTensor is T.Tensor and T.LocalTensor is T.Tensor
+    assert simplify_prim_func(len) is len
+
+
+def test_clear_cache_empties_the_memory_and_disk_caches(tl, tmp_path, monkeypatch):
+    from tilelang.cache import clear_cache
+
+    from tilepy.jit import compiler, diskcache
+
+    monkeypatch.setenv("TILEPY_CACHE_DIR", str(tmp_path))
+    folder = diskcache.cache_dir()
+    (folder / "k1").mkdir()
+    (folder / "k1" / "mod.py").write_text("x = 1\n")
+    (folder / "index.json").write_text("{}")
+    compiler._MEMORY["probe"] = object()
+    clear_cache()
+    assert list(folder.iterdir()) == [] and "probe" not in compiler._MEMORY
+
+
+def test_get_swizzle_layout_permutes_each_rows_16_byte_units(tl):
+    from tilelang.intrinsics import get_swizzle_layout
+
+    # fp16 rows of 64 (1024 bits): unit j of row r moves to unit j ^ (r % 8)
+    got = [[get_swizzle_layout(r, c, 64, "float16")[1] // 8 for c in range(0, 64, 8)]
+           for r in range(8)]
+    assert got[1] == [1, 0, 3, 2, 5, 4, 7, 6] and got[7] == [7, 6, 5, 4, 3, 2, 1, 0]
+    assert get_swizzle_layout(3, 13, 64, "float16") == (3, 2 * 8 + 5)
+    # fp16 rows of 32 (512 bits): rows pair up, unit j goes to j ^ ((r % 8) // 2)
+    got = [[get_swizzle_layout(r, c, 32, "float16")[1] // 8 for c in range(0, 32, 8)]
+           for r in range(8)]
+    assert got[2] == got[3] == [1, 0, 3, 2] and got[6] == [3, 2, 1, 0]
+    for r in range(8):  # each row is a permutation
+        assert sorted(get_swizzle_layout(r, c, 64, "float16")[1] for c in range(64)) == \
+            list(range(64))
+    with pytest.raises(ValueError, match="not a multiple of 512 bits"):
+        get_swizzle_layout(0, 0, 16, "float16")
+
+
+def test_mma_emitters_are_refused_as_not_portable(tl):
+    from tilelang.intrinsics.mma_macro_generator import TensorCoreIntrinEmitter
+
+    with pytest.raises(NotPortableError, match="warp-level tensor-core MMA") as e:
+        TensorCoreIntrinEmitter(a_dtype="float16")
+    assert "T.gemm" in e.value.hint
+
+
+def test_shared_tensor_annotated_macro_runs(tl):
+    import tilelang.language as T
+
+    @T.macro
+    def double(src: T.Tensor, buf: T.SharedTensor, i: T.int32):
+        T.copy(src[i * 4], buf)
+        for j in T.Parallel(4):
+            src[i * 4 + j] = buf[j] * 2
+
+    @T.prim_func
+    def k(X: T.Tensor((8,), "float32")):
+        with T.Kernel(2) as bx:
+            s = T.alloc_shared((4,), "float32")
+            double(X, s, bx)
+
+    x = np.arange(8, dtype=np.float32)
+    with tilepy.backend("interp"):
+        k(x)
+    assert x.tolist() == [2 * v for v in range(8)]
+
+
+def test_a_jit_function_may_return_another_kernels_prim_func(tl):
+    import tilelang.language as T
+
+    @tl.jit(out_idx=[-1])
+    def scale(n, factor):
+        @T.prim_func
+        def k(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+            with T.Kernel(1):
+                for i in T.Parallel(n):
+                    Y[i] = X[i] * factor
+
+        return k
+
+    @tl.autotune(configs=[{"factor": 3.0}, {"factor": 5.0}])
+    @tl.jit(out_idx=[-1])
+    def tuned(factor=None):
+        return scale(4, factor).prim_func
+
+    with tilepy.backend("interp"):
+        k = tuned()
+        y = k(np.arange(4, dtype=np.float32))
+    assert np.asarray(y).tolist() == [0, 3, 6, 9]
+    assert k.config == {"factor": 3.0} and k.latency > 0  # measured, as TileLang reports
