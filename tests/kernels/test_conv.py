@@ -65,6 +65,15 @@ def test_direct_form_refuses_strides_with_a_hint():
     assert "form='im2col'" in str(err.value) and "test_conv.py" in str(err.value)
 
 
+def test_direct_form_on_the_jit_gives_the_interpreters_bits():
+    rng = np.random.default_rng(5)
+    case = checks.conv_form_case(rng, 2, 7, 9, 5, 6, pad=1, dilation=2)
+    np.testing.assert_array_equal(_run(case, "jit"), _run(case))
+
+
+# Each compile costs seconds here: the rest of the JIT's coverage runs in
+# `make test-exhaustive` (bench/lib_conv.py also checks fast mode before timing it).
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("form", ["direct", "im2col"])
 def test_nhwc_forms_on_the_jit(form):
     rng = np.random.default_rng(5)
@@ -73,6 +82,7 @@ def test_nhwc_forms_on_the_jit(form):
     _assert_within(case, _run(case, "jit", fast=True))
 
 
+@pytest.mark.exhaustive
 def test_nchw_on_the_jit_gives_the_interpreters_bits():
     rng = np.random.default_rng(9)
     for kind in ("fwd", "dgrad", "wgrad"):

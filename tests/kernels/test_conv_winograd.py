@@ -59,9 +59,19 @@ def test_a_wrong_filter_transform_is_caught():
         assert not case.passes(wg(x))
 
 
-def test_on_the_jit():
+def test_on_the_jit_gives_the_interpreters_bits():
     rng = np.random.default_rng(4)
-    case = checks.winograd_case(rng, 2, 7, 9, 5, 6, m=4)
+    case = checks.winograd_case(rng, 2, 7, 9, 5, 6, m=2)
+    np.testing.assert_array_equal(_run(case, "jit"), _run(case))
+
+
+# Each compile costs seconds here: fast mode and F(4x4) run in `make test-exhaustive`
+# (bench/lib_conv.py also checks both modes of both before timing them).
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("m", [2, 4])
+def test_on_the_jit_both_modes(m):
+    rng = np.random.default_rng(4)
+    case = checks.winograd_case(rng, 2, 7, 9, 5, 6, m=m)
     np.testing.assert_array_equal(_run(case, "jit"), _run(case))
     out = _run(case, "jit", fast=True)
     assert case.passes(out), case.error(out)

@@ -45,9 +45,15 @@ def test_levels_by_size():
     assert levels(4096, 512, 4096, crossover=1024) == 0
 
 
-def test_on_the_jit():
+def test_on_the_jit_gives_the_interpreters_bits():
     rng = np.random.default_rng(6)
     case = checks.strassen_case(rng, 33, 70, 41, 2)
     np.testing.assert_array_equal(_run(case, "jit"), _run(case))
+
+
+@pytest.mark.exhaustive  # compiles the fast forms (seconds each here)
+def test_fast_mode_within_bound():
+    rng = np.random.default_rng(6)
+    case = checks.strassen_case(rng, 33, 70, 41, 2)
     out = _run(case, "jit", fast=True)
     assert case.passes(out), case.error(out)

@@ -167,6 +167,7 @@ def winograd_output(N, OH, OW, F, m=2, dtype="float32"):
             Yf = T.Tensor((N * OH * OW, F), dtype, Y.data)
             m_s = T.alloc_shared((a, a, block_P, block_F), dtype)
             t_s = T.alloc_shared((m, a, block_P, block_F), dtype)
+            o_s = T.alloc_shared((block_P, m, m, block_F), dtype)
             r_h = T.alloc_fragment((block_P,), "int32")  # the tile's top row (or past OH)
             r_w = T.alloc_fragment((block_P,), "int32")
             r_at = T.alloc_fragment((block_P,), "int32")  # pixel index of (n, r_h, r_w)
@@ -184,12 +185,19 @@ def winograd_output(N, OH, OW, F, m=2, dtype="float32"):
                         s = s + k * m_s[xi, nu, p, f]
                     t_s[r, nu, p, f] = s
             for c in outs:  # Y = t A: combine columns
-                for r, p, f in T.Parallel(m, block_P, block_F):
+                for p, r, f in T.Parallel(block_P, m, block_F):
                     s = A0[c][1] * t_s[r, A0[c][0], p, f]
                     for nu, k in A[c]:
                         s = s + k * t_s[r, nu, p, f]
-                    if r_h[p] + r < OH and r_w[p] + c < OW:
-                        Yf[r_at[p] + r * OW + c, bx * block_F + f] = s
+                    o_s[p, r, c, f] = s
+            for p in T.serial(block_P):  # copy out the tile's rows inside Y
+                for r in T.serial(T.min(m, OH - r_h[p])):
+                    if r_w[p] + m <= OW:
+                        T.copy(o_s[p, r, 0:m, 0:block_F], Yf[r_at[p] + r * OW, bx * block_F])
+                    else:
+                        for c in T.serial(OW - r_w[p]):
+                            T.copy(o_s[p, r, c, 0:block_F],
+                                   Yf[r_at[p] + r * OW + c, bx * block_F])
 
     return winograd_output
 
