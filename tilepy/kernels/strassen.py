@@ -15,9 +15,10 @@ import tilepy.language as T
 from tilepy.backend import run
 from tilepy.kernels.gemm import gemm
 
-# The smallest dimension at which one more level beat the library gemm here (docs/conv.md
-# has the crossover table): below it, levels() adds none.
-CROSSOVER = 4096
+# The smallest dimension from which levels() adds a level. On this machine one level was
+# slower than numpy's BLAS at every size measured, up to 4096 (docs/conv.md's crossover
+# table), so the default stays above them: strassen() then runs the library gemm alone.
+CROSSOVER = 8192
 
 
 @tilepy.jit
