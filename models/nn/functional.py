@@ -119,7 +119,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         raise model_error(f"{who}: input {x.shape} is smaller than the {kh}x{kw} kernel "
                           f"(padding {p})")
     d = x.dtype.name
-    S = np.array([s, p], np.int32)
+    S = np.array([s, p, 1], np.int32)  # stride, padding, dilation
     xd = np.ascontiguousarray(x.data)
     b = bias.data if bias is not None else np.zeros((f,), x.dtype)
     y = np.empty((n, f, oh, ow), x.dtype)
@@ -144,7 +144,7 @@ def _fwd(x: np.ndarray, w: np.ndarray, pad: int, out_hw: tuple) -> np.ndarray:
     out = np.empty((x.shape[0], w.shape[0], *out_hw), x.dtype)
     launch(K.kernel(C.conv2d_fwd, dtype=x.dtype), np.ascontiguousarray(x),
            np.ascontiguousarray(w), np.zeros((w.shape[0],), x.dtype),
-           np.array([1, pad], np.int32), out)
+           np.array([1, pad, 1], np.int32), out)
     return out
 
 
@@ -157,7 +157,7 @@ def _dgrad(g, w, x_shape, stride: int, pad: int, groups: int) -> np.ndarray:
         flipped = flipped.reshape(groups * cg, f // groups, kh, kw)[:, :, ::-1, ::-1]
         return _fwd(g, flipped, kh - 1 - pad, x_shape[2:])
     gx = np.empty(x_shape, g.dtype)
-    launch(K.kernel(C.conv2d_dgrad, dtype=g.dtype), g, w, np.array([stride, pad], np.int32),
+    launch(K.kernel(C.conv2d_dgrad, dtype=g.dtype), g, w, np.array([stride, pad, 1], np.int32),
            gx)
     return gx
 
@@ -169,7 +169,7 @@ def _wgrad(g, x, w_shape, stride: int, pad: int, groups: int) -> np.ndarray:
         out = _fwd(x.transpose(1, 0, 2, 3), g.transpose(1, 0, 2, 3), pad, w_shape[2:])
         return np.ascontiguousarray(out.transpose(1, 0, 2, 3))
     gw = np.empty(w_shape, g.dtype)
-    launch(K.kernel(C.conv2d_wgrad, dtype=g.dtype), g, x, np.array([stride, pad], np.int32),
+    launch(K.kernel(C.conv2d_wgrad, dtype=g.dtype), g, x, np.array([stride, pad, 1], np.int32),
            gw)
     return gw
 

@@ -271,3 +271,201 @@ def demo_cases(seed: int = 0) -> list[Case]:
         attention_case(rng, 1, 2, 200, 32, False),
         attention_case(rng, 1, 2, 200, 32, True),
     ]
+
+
+# ---------------------------------------------------------------- conv family (issue 18)
+
+
+def conv_nhwc_reference(X, Wt, stride=1, pad=0, dilation=1):
+    """(float64 conv of NHWC X with (KH, KW, C, F) filters, the same of |X| and |Wt|)."""
+    N, H, W, C = X.shape
+    KH, KW, _, F = Wt.shape
+    OH = (H + 2 * pad - dilation * (KH - 1) - 1) // stride + 1
+    OW = (W + 2 * pad - dilation * (KW - 1) - 1) // stride + 1
+    Xp = np.pad(_f64(X), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    exact, absum = np.zeros((N, OH, OW, F)), np.zeros((N, OH, OW, F))
+    for kh in range(KH):
+        for kw in range(KW):
+            h0, w0 = kh * dilation, kw * dilation
+            win = Xp[:, h0:h0 + stride * (OH - 1) + 1:stride, w0:w0 + stride * (OW - 1) + 1:stride]
+            exact += np.einsum("nhwc,cf->nhwf", win, _f64(Wt[kh, kw]))
+            absum += np.einsum("nhwc,cf->nhwf", np.abs(win), np.abs(_f64(Wt[kh, kw])))
+    return exact, absum
+
+
+def conv_form_case(rng, N, H, W, C, F, KH=3, KW=3, stride=1, pad=1, dilation=1,
+                   form="direct") -> Case:
+    """conv_direct.Conv2d in either form. Both are fp32 gemms of depth KH*KW*C (the
+    direct form adds its taps' products into one accumulator, im2col runs one gemm): one
+    rounding per product and per add, in any order, gamma_{depth+1} sum|x||w|."""
+    from tilepy.kernels.conv_direct import Conv2d
+
+    x, w = _rand(rng, (N, H, W, C), "float32"), _rand(rng, (KH, KW, C, F), "float32")
+    exact, absum = conv_nhwc_reference(x, w, stride, pad, dilation)
+    depth = KH * KW * C
+    bound = gamma(depth + 1) * absum + 2 * gamma(depth, 2.0**-53) * absum
+    conv = Conv2d(N, H, W, C, F, KH, KW, stride, pad, dilation, form)
+    return Case(f"conv2d {form}", "float32", f"{N}x{H}x{W}x{C}*{KH}x{KW}x{F} s{stride} "
+                f"d{dilation}", lambda a, b: conv(a, b).copy(), [x, w], exact, bound)
+
+
+def winograd_roundings(m: int, C: int) -> int:
+    """Roundings on any path of Winograd F(m x m, 3 x 3) (winograd.py), per stage: a
+    combination of a transform's row with k nonzero coefficients is k products and k - 1
+    adds in some order, each product of a value with one coefficient; a term suffers at
+    most k roundings, one more for a coefficient that float32 cannot hold (1/6 ...).
+    Stages: G twice, B^T twice, the product U V (1), the sum over C channels (C), A^T
+    twice. Counting every coefficient as inexact keeps it simple (and safe)."""
+    from tilepy.kernels.winograd import MATRICES
+
+    k = {name: max(sum(1 for c in row if c != 0) for row in mat) + 1
+         for name, mat in MATRICES[m].items()}
+    return 2 * k["G"] + 2 * k["BT"] + 1 + C + 2 * k["AT"]
+
+
+def winograd_magnitude(X, Wt, m: int, pad: int = 1) -> np.ndarray:
+    """sum_c |A^T| ((|G| |g| |G|^T) . (|B^T| |d| |B|)) |A| per output, in float64: the
+    Winograd evaluation with every value and coefficient replaced by its magnitude."""
+    from tilepy.kernels.winograd import MATRICES, tiles
+
+    mats = {k: np.abs(np.array([[float(c) for c in r] for r in v])) for k, v in
+            MATRICES[m].items()}
+    G, BT, AT = mats["G"], mats["BT"], mats["AT"]
+    N, H, W, C = X.shape
+    F, a = Wt.shape[3], m + 2
+    OH, OW = H + 2 * pad - 2, W + 2 * pad - 2
+    TH, TW = tiles(OH, OW, m)
+    Xp = np.zeros((N, TH * m + 2, TW * m + 2, C))
+    Xp[:, pad:pad + H, pad:pad + W] = np.abs(_f64(X))
+    U = np.einsum("xi,ijcf,yj->xycf", G, np.abs(_f64(Wt)), G)
+    d = np.stack([np.stack([Xp[:, i:i + TH * m:m, j:j + TW * m:m] for j in range(a)], 1)
+                  for i in range(a)], 1)  # (N, a, a, TH, TW, C)
+    V = np.einsum("xi,nijhwc,yj->nxyhwc", BT, d, BT)
+    Mm = np.einsum("nxyhwc,xycf->nxyhwf", V, U)
+    Y = np.einsum("rx,nxyhwf,sy->nhrwsf", AT, Mm, AT).reshape(N, TH * m, TW * m, F)
+    return Y[:, :OH, :OW]
+
+
+def winograd_case(rng, N, H, W, C, F, m=2, pad=1, scale=1.0) -> Case:
+    """winograd.Winograd: each stage's computed values are within gamma_k of that
+    stage's magnitudes (winograd_magnitude), and stages compose (gamma_a + gamma_b +
+    gamma_a gamma_b <= gamma_(a+b)), so |y - conv| <= gamma_n * magnitude with n from
+    winograd_roundings; this holds in any summation order, with or without FMA, so for
+    fast mode too. The transforms are exact in exact arithmetic (Lavin and Gray)."""
+    from tilepy.kernels.winograd import Winograd
+
+    x, w = _rand(rng, (N, H, W, C), "float32", scale), _rand(rng, (3, 3, C, F), "float32")
+    exact, absum = conv_nhwc_reference(x, w, 1, pad)
+    mag = winograd_magnitude(x, w, m, pad)
+    bound = gamma(winograd_roundings(m, C)) * mag + 2 * gamma(9 * C, 2.0**-53) * absum
+
+    def run(a, b):
+        wg = Winograd(N, H, W, C, F, m, pad)
+        wg.filters(b)
+        return wg(a).copy()
+
+    return Case(f"winograd F({m}x{m},3x3)", "float32", f"{N}x{H}x{W}x{C}*3x3x{F}", run,
+                [x, w], exact, bound)
+
+
+def strassen_constant(K: int, levels: int) -> float:
+    """e with max|C - fl(C)| <= e u max|A| max|B| (first order in u) for `levels` levels
+    of strassen.py's Strassen-Winograd on inner dimension K. The leaf gemm: gamma_{k+1}
+    sum|a||b| <= (k + 1) k u |A||B|. One level with half inner dimension h, counting
+    |S1|,|S3| <= 2|A|, |S2| <= 3|A|, |S4| <= 4|A| (errors 2, 5, 2, 9 u|A|, the same for
+    T) and |P_i| <= h |S||T|: the products carry e(h) times |S||T| (1, 1, 4, 4, 4, 9, 4)
+    plus h times the operands' errors (0, 0, 9, 9, 8, 30, 8); the merge's adds give
+    C11: 2e + 2h, C12 and C21: 18e + 89h, C22: 18e + 88h. So e = 18 e(h) + 89 h."""
+    if levels == 0:
+        return float((K + 1) * K)
+    h = -(-K // 2)
+    return 18 * strassen_constant(h, levels - 1) + 89 * h
+
+
+def strassen_case(rng, M, K, N, levels=1) -> Case:
+    """strassen.strassen: the normwise first-order bound of strassen_constant, e u |A||B|.
+    Entries of C reach K |A||B|, so relative to that scale the bound is (e/K) u; the
+    second-order terms (not derived here) are covered the way gamma_n extends n u, as
+    K gamma_{e/K} |A||B| with (e/K) u <= 0.1 required. Plus the float64 reference's own
+    error. Normwise, so loose for most entries (docs/conv.md measures the real errors)."""
+    from tilepy.kernels.strassen import strassen
+
+    a, b = _rand(rng, (M, K), "float32"), _rand(rng, (K, N), "float32")
+    A, B = _f64(a), _f64(b)
+    e = strassen_constant(K, levels)
+    assert e / K * U32 <= 0.1, "strassen_case: sizes too large for the first-order bound"
+    big = np.abs(A).max() * np.abs(B).max()
+    bound = np.full((M, N), K * gamma(e / K) * big + 2 * gamma(K, 2.0**-53) * K * big)
+    return Case(f"strassen {levels} level(s)", "float32", f"{M}x{N}x{K}",
+                lambda x, y: strassen(x, y, levels), [a, b], A @ B, bound)
+
+
+def _nchw_windows(N, C, H, W, KH, KW, stride, pad, dil, OH, OW):
+    """Per tap (kh, kw), the padded input's index slices that tap reads for every output."""
+    for kh in range(KH):
+        for kw in range(KW):
+            h0, w0 = kh * dil, kw * dil
+            yield kh, kw, (slice(None), slice(None), slice(h0, h0 + stride * (OH - 1) + 1, stride),
+                           slice(w0, w0 + stride * (OW - 1) + 1, stride))
+
+
+def conv_nchw_reference(kind, X, Wt, dY, groups, stride, pad, dil):
+    """float64 forward (Y from X), input gradient (dX from dY) or weight gradient (dW from
+    dY and X) of the grouped, strided, dilated NCHW convolution conv_nchw.py defines."""
+    N, C, H, W = X.shape
+    F, Cg, KH, KW = Wt.shape
+    OH, OW = dY.shape[2:]
+    Fg = F // groups
+    Xp = np.pad(X, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    dYg = dY.reshape(N, groups, Fg, OH, OW)
+    out = {"fwd": np.zeros((N, groups, Fg, OH, OW)), "dgrad": np.zeros(Xp.shape),
+           "wgrad": np.zeros((groups, Fg, Cg, KH, KW))}[kind]
+    for kh, kw, sl in _nchw_windows(N, C, H, W, KH, KW, stride, pad, dil, OH, OW):
+        Wk = Wt[:, :, kh, kw].reshape(groups, Fg, Cg)
+        if kind == "fwd":
+            out += np.einsum("ngcij,gfc->ngfij", Xp[sl].reshape(N, groups, Cg, OH, OW), Wk)
+        elif kind == "dgrad":
+            out[sl] += np.einsum("ngfij,gfc->ngcij", dYg, Wk).reshape(N, C, OH, OW)
+        else:
+            win = Xp[sl].reshape(N, groups, Cg, OH, OW)
+            out[..., kh, kw] = np.einsum("ngfij,ngcij->gfc", dYg, win)
+    if kind == "dgrad":
+        return out[:, :, pad:pad + H, pad:pad + W]
+    return out.reshape({"fwd": (N, F, OH, OW), "wgrad": Wt.shape}[kind])
+
+
+def conv_nchw_case(rng, kind, N, C, H, W, F, KH=3, KW=3, groups=1, stride=1, pad=0,
+                   dil=1) -> Case:
+    """conv_nchw.conv2d_{fwd,dgrad,wgrad}: each an fp32 gemm (sequential k in exact mode),
+    depth Cg*KH*KW (fwd), Fg*KH*KW (dgrad) or N*OH*OW (wgrad); gamma_{depth+1} times the
+    same computation on magnitudes; the forward's bias add rounds once more."""
+    from tilepy.kernels import conv_nchw
+
+    OH = (H + 2 * pad - dil * (KH - 1) - 1) // stride + 1
+    OW = (W + 2 * pad - dil * (KW - 1) - 1) // stride + 1
+    x = _rand(rng, (N, C, H, W), "float32")
+    w = _rand(rng, (F, C // groups, KH, KW), "float32")
+    dy = _rand(rng, (N, F, OH, OW), "float32")
+    b = _rand(rng, (F,), "float32")
+    ref = conv_nchw_reference(kind, _f64(x), _f64(w), _f64(dy), groups, stride, pad, dil)
+    mag = conv_nchw_reference(kind, np.abs(_f64(x)), np.abs(_f64(w)), np.abs(_f64(dy)),
+                              groups, stride, pad, dil)
+    S = np.array([stride, pad, dil], np.int32)
+    depth = {"fwd": C // groups * KH * KW, "dgrad": F // groups * KH * KW,
+             "wgrad": N * OH * OW}[kind]
+    n = depth + 1
+    if kind == "fwd":
+        ref, mag, n = ref + _f64(b)[None, :, None, None], mag + np.abs(_f64(b))[None, :, None,
+                                                                                   None], n + 1
+    kernel = getattr(conv_nchw, f"conv2d_{kind}")()
+    shape = {"fwd": (N, F, OH, OW), "dgrad": (N, C, H, W), "wgrad": w.shape}[kind]
+    args = {"fwd": [x, w, b, S], "dgrad": [dy, w, S], "wgrad": [dy, x, S]}[kind]
+
+    def run(*arrays):
+        out = np.empty(shape, np.float32)
+        kernel(*arrays, out)
+        return out
+
+    bound = gamma(n) * mag + 2 * gamma(depth, 2.0**-53) * mag
+    return Case(f"conv2d nchw {kind}", "float32", f"{N}x{C}x{H}x{W}*{F} g{groups} s{stride} "
+                f"p{pad} d{dil}", run, args, ref, bound)
