@@ -111,30 +111,58 @@ def match_gemm(body: OpBody, e: Expr, names: list[str]) -> GemmMatch | None:
     b = red.body
     if not (isinstance(b, Call) and b.op is Op.MUL):
         return None
-    ops = [_operand(x, red.out.dtype) for x in b.args]
-    if None in ops or not all(is_tile_access(x, body.extents) for x in ops):
-        return None
     i, j, k = names[0], names[1], red.var.name
+    ops = [_operand(x, red.out.dtype, body) for x in b.args]
+    if None in ops:
+        return None
 
-    def idx(ld: Load) -> list[str]:
-        return [x.name if isinstance(x, Var) else "" for x in ld.indices]
+    def idx(x: Expr) -> list[str]:
+        if isinstance(x, Load):
+            return [v.name if isinstance(v, Var) else "" for v in x.indices]
+        return sorted({v.name for ld in loads_of(x) for v in ld.indices})
 
     x, y = ops
-    if set(idx(x)) == {k, j} and set(idx(y)) == {i, k}:
+    if set(idx(x)) <= {k, j} and set(idx(y)) <= {i, k} and not \
+            (set(idx(x)) <= {i, k} and set(idx(y)) <= {k, j}):
         x, y = y, x  # a * b == b * a, bit for bit
-    if set(idx(x)) != {i, k} or set(idx(y)) != {k, j} or len(idx(x)) != 2 or \
-            len(idx(y)) != 2:
+    if isinstance(x, Load) and (set(idx(x)) != {i, k} or len(idx(x)) != 2) or \
+            isinstance(y, Load) and (set(idx(y)) != {k, j} or len(idx(y)) != 2) or \
+            not set(idx(x)) <= {i, k} or not set(idx(y)) <= {k, j}:
         return None
-    return GemmMatch(red, x, y, idx(x)[0] == k, idx(y)[0] == j)
+    return GemmMatch(red, x, y, isinstance(x, Load) and idx(x)[0] == k,
+                     isinstance(y, Load) and idx(y)[0] == j)
 
 
-def _operand(x: Expr, acc) -> Load | None:
-    """A load, or a widening cast of one (T.gemm converts operands to C's dtype)."""
+def _operand(x: Expr, acc, body: OpBody) -> Expr | None:
+    """A tile load, a widening cast of one (T.gemm converts operands to C's dtype), or an
+    element-wise prologue: an expression of tile loads (computed into the operand's tile)."""
     if isinstance(x, Call) and x.op is Op.CAST and len(x.args) == 1:
         inner = x.args[0]
         same_kind = inner.dtype.is_float == acc.is_float and inner.dtype.bits <= acc.bits
-        return inner if isinstance(inner, Load) and same_kind and x.dtype == acc else None
-    return x if isinstance(x, Load) else None
+        if isinstance(inner, Load) and same_kind and x.dtype == acc:
+            x = inner
+    if isinstance(x, Load):
+        return x if is_tile_access(x, body.extents) else None
+    lds = loads_of(x)
+    if not lds or not all(is_tile_access(ld, body.extents) for ld in lds) or \
+            _has_var(x, {r.out.name for r in body.reds}) or not _only_calls(x):
+        return None
+    return x
+
+
+def _has_var(e: Expr, names: set) -> bool:
+    if isinstance(e, Var):
+        return e.name in names
+    if isinstance(e, Load):
+        return any(_has_var(x, names) for x in e.indices)
+    return isinstance(e, Call) and any(_has_var(a, names) for a in e.args)
+
+
+def _only_calls(e: Expr) -> bool:
+    """Loads, constants and op calls only (no index used as a value)."""
+    if isinstance(e, Call):
+        return all(_only_calls(a) for a in e.args)
+    return not isinstance(e, Var)
 
 
 class _Lowering:
@@ -233,19 +261,39 @@ class _Launch:
         bm, bn, bk = ctx[i].tile, ctx[j].tile, self.low.tile(k)
         ko = Var(self.low.fresh("ko"), int32)
         inner = {**ctx, k: Dim(exprs.call(Op.MUL, [ko, bk], self.loc), bk, g.red.extent)}
-        a_s = self.alloc(g.a.buffer.name + "_shared", _tile_shape(g.a, inner),
-                         g.a.buffer.dtype, Scope.SHARED)
-        b_s = self.alloc(g.b.buffer.name + "_shared", _tile_shape(g.b, inner),
-                         g.b.buffer.dtype, Scope.SHARED)
+        steps: list = []
+        a_s = self.operand(g.a, [i, k], inner, steps, g.red)
+        b_s = self.operand(g.b, [k, j], inner, steps, g.red)
         acc = self.alloc("acc", (bm, bn), g.red.out.dtype)
         self.stmts.append(Fill(full_region(acc), Const(0, acc.dtype), loc=g.red.loc))
-        steps = [Copy(_region(g.a, inner), full_region(a_s), loc=g.red.loc),
-                 Copy(_region(g.b, inner), full_region(b_s), loc=g.red.loc),
-                 Gemm(full_region(a_s), full_region(b_s), full_region(acc), g.trans_a,
-                      g.trans_b, loc=g.red.loc)]
+        steps.append(Gemm(full_region(a_s), full_region(b_s), full_region(acc), g.trans_a,
+                          g.trans_b, loc=g.red.loc))
         self.stmts.append(For(ko, _ZERO, ceildiv(g.red.extent, bk), _ONE, ForKind.PIPELINED,
                               tuple(steps), num_stages=2, loc=g.red.loc))
         self.red_frags[g.red.out.name] = (acc, [i, j])
+
+    def operand(self, x: Expr, dims: list[str], inner: dict, steps: list, red: Red) -> Buffer:
+        """A shared tile of a gemm operand, filled per k step: a tile copy of a load, or a
+        prologue computed from its loads' fragments (0 past the end of k, as a copy reads)."""
+        if isinstance(x, Load):
+            buf = self.alloc(x.buffer.name + "_shared", _tile_shape(x, inner), x.buffer.dtype,
+                             Scope.SHARED)
+            steps.append(Copy(_region(x, inner), full_region(buf), loc=red.loc))
+            return buf
+        buf = self.alloc("prologue_shared", tuple(inner[d].tile for d in dims), x.dtype,
+                         Scope.SHARED)
+        local = self.locals(dims, inner)
+        value = self.subst(x, local, inner, steps)
+        if not (isinstance(red.extent, Const) and int(red.extent.value) % inner[red.var.name].tile
+                == 0):
+            kk = exprs.call(Op.ADD, [inner[red.var.name].start, local[red.var.name]], red.loc)
+            zero = exprs.make_const(0, x.dtype, red.loc)
+            value = exprs.call(Op.SELECT, [exprs.call(Op.LT, [kk, red.extent], red.loc), value,
+                                           zero], red.loc)
+        lets, value = self.common(value, red.loc)
+        store = Store(buf, tuple(local[d] for d in dims), value, loc=red.loc)
+        steps.extend(self.parallel(dims, local, inner, lets + [store], red.loc))
+        return buf
 
     # ------------------------------------------------------------ reductions
     def reductions(self, reds: list[Red], home: str | None, ctx: dict, where: list) -> None:

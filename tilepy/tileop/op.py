@@ -47,8 +47,18 @@ class TileOp:
         if body is None:
             body = parse(fn, accum, index)
         self.body = body
-        self.tiles = choose_tiles(body, tiles or {}, self._where())
+        self.user_tiles = dict(tiles or {})
+        self.tiles = choose_tiles(body, self.user_tiles, self._where())
         self.kernel = Kernel(lower(body, self.tiles))
+        self._into: Kernel | None = None
+
+    @property
+    def kernel_into(self) -> Kernel:
+        """The kernel taking its outputs as arguments (what a memory-planned graph runs)."""
+        if self._into is None:
+            f = self.kernel.func
+            self._into = Kernel(f.__class__(**{**f.__dict__, "out_idx": ()}))
+        return self._into
 
     def _where(self) -> Loc:
         return self.body.sig.output_locs[0]
