@@ -171,3 +171,13 @@ def test_the_jit_gives_the_interpreters_bits():
         with tilepy.backend("jit"):
             got = op(*args)
         assert got.tobytes() == want.tobytes(), op.__name__
+
+
+def test_the_conv_gather_divides_once_per_row_and_k_step():
+    """The row digits (n, p, q) are tabled per block and the window digits (r, s, c) per k
+    step: the per-element gather has no division (12-20x slower before)."""
+    ir = str(ops.conv2d.kernel.ir)
+    gather = [ln for ln in ir.splitlines() if "x_shared[i_t, k_t] = x[" in ln]
+    assert len(gather) == 1 and "n_idx[i_t]" in gather[0] and "d2_idx[k_t]" in gather[0]
+    body = ir[ir.index("for i_t in T.Parallel(64)"):ir.index("T.copy(w_mat")]
+    assert "//" not in body and "%" not in body
