@@ -181,3 +181,13 @@ def test_the_conv_gather_divides_once_per_row_and_k_step():
     assert len(gather) == 1 and "n_idx[i_t]" in gather[0] and "d2_idx[k_t]" in gather[0]
     body = ir[ir.index("for i_t in T.Parallel(64)"):ir.index("T.copy(w_mat")]
     assert "//" not in body and "%" not in body
+
+
+def test_softmax_reads_x_once_when_the_row_is_one_chunk():
+    """The exp pass reads the max pass's copy of x (copied again only for rows longer than
+    one chunk), as the library's one-pass softmax does."""
+    ir = str(ops.softmax.kernel.ir)
+    assert "T.exp(chunk[" in ir
+    copies = [ln.strip() for ln in ir.splitlines() if "T.copy(x[" in ln]
+    assert len(copies) == 3  # the max pass, the guarded one, the output's long-row branch
+    assert "if N > 1024:" in ir

@@ -219,6 +219,7 @@ class _Launch:
         self.red_frags: dict = {}  # placeholder name -> (fragment, dims)
         self.chunks: dict = {}  # launch-level reduction -> (chunk fragment, dims, bk, Red)
         self.markers: dict = {}  # a reused chunk's stand-in -> (chunk fragment, dims)
+        self.row_chunks: list = []  # launch-level chunks holding a tile of one operand
 
     def alloc(self, base: str, shape: tuple[int, ...], dt, scope=Scope.FRAGMENT) -> Buffer:
         buf = Buffer(self.low.fresh(base), tuple(Const(s, int32) for s in shape), dt, scope)
@@ -330,7 +331,11 @@ class _Launch:
         ld = _plain_read(red, dims)
         if ld is not None and is_tile_access(ld, inner):  # the chunk is a tile: copy it
             loop.append(Copy(_region(ld, inner), full_region(t), loc=red.loc))
+            if where is self.stmts and t.dtype == ld.buffer.dtype:
+                self.row_chunks.append((t, _canon(ld, red.var.name), red.extent, bk, dims))
         else:
+            if where is self.stmts:
+                self.share_chunks(red, dims, bk, inner, loop)
             local = self.locals(dims + [red.var.name], inner)
             value = self.subst(red.body, local, inner, loop)
             idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
@@ -344,6 +349,29 @@ class _Launch:
                            clear=False, loc=red.loc))
         where.append(For(ko, _ZERO, ceildiv(red.extent, bk), _ONE, ForKind.SERIAL,
                          tuple(loop), loc=red.loc))
+
+    def share_chunks(self, red: Red, dims: list[str], bk: int, inner: dict,
+                     loop: list) -> None:
+        """A tile this reduction reads that an earlier one copied whole as its chunk (the
+        same rows, range and chunk size) is read from that chunk: when the row is one
+        chunk it is already there (softmax's exp pass reads the max pass's copy of x), so
+        it is copied again only for longer rows. Past the end the chunk holds the earlier
+        reduction's identity instead of 0; this reduction masks those places anyway."""
+        for ld in _tile_loads(red.body, inner):
+            key = (ld.buffer.name, ld.indices, id(loop))
+            for t, canon, ext, k, d in self.row_chunks:
+                if key in self.frags or canon != _canon(ld, red.var.name) or \
+                        ext != red.extent or k != bk or d != dims:
+                    continue
+                copy = Copy(_region(ld, inner), full_region(t), loc=red.loc)
+                if isinstance(ext, Const) and int(ext.value) <= bk:
+                    pass  # one chunk, always
+                elif isinstance(ext, Const):
+                    loop.append(copy)
+                else:
+                    loop.append(If(exprs.call(Op.GT, [ext, bk], red.loc), (copy,),
+                                   loc=red.loc))
+                self.frags[key] = t
 
     def mask_tail(self, red: Red, t: Buffer, dims: list[str], inner: dict, start: Expr,
                   ident: Const) -> list:
@@ -543,6 +571,16 @@ def _plain_read(red: Red, dims: list[str]) -> Load | None:
         b = b.args[0]
     names = [x.name if isinstance(x, Var) else None for x in getattr(b, "indices", ())]
     return b if isinstance(b, Load) and dims and names == dims + [red.var.name] else None
+
+
+def _canon(ld: Load, var: str) -> tuple:
+    """A load's buffer and indices, the reduction variable written as one placeholder."""
+    return (ld.buffer.name,) + tuple("__k" if isinstance(x, Var) and x.name == var else x
+                                     for x in ld.indices)
+
+
+def _tile_loads(e: Expr, names) -> list[Load]:
+    return [ld for ld in loads_of(e) if is_tile_access(ld, names)]
 
 
 def _tile_shape(ld: Load, ctx: dict) -> tuple[int, ...]:
