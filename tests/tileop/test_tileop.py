@@ -81,6 +81,7 @@ def test_operators_equal_their_library_kernels(name, make, lib):
     ("batched_scores", lambda: (rand(3, 20, 8), rand(3, 20, 8))),
     ("bias_gelu_bf16", lambda: (rand(20, 30, dtype=BF16), rand(30, dtype=BF16))),
     ("attention", lambda: tuple(rand(1, 2, 37, 8) for _ in range(3))),  # nested reductions
+    ("attention", lambda: tuple(rand(1, 2, 13, 8) for _ in range(3))),  # scores once
     ("cross_entropy", lambda: (rand(13, 50), RNG.integers(0, 50, 13).astype(np.int32))),
     ("shifted_diag", lambda: (rand(20, 20),)),
 ])
@@ -165,7 +166,8 @@ def test_the_jit_gives_the_interpreters_bits():
     """One row kernel (chunked reductions, masks, the one-chunk branch and the other) and
     one implicit gemm (gathered tiles, matrix views), compiled once each."""
     cases = [(ops.softmax, (rand(9, 700),)), (ops.softmax, (rand(3, 1500),)),
-             (ops.conv2d, (rand(2, 9, 10, 5), rand(3, 3, 5, 7)))]
+             (ops.conv2d, (rand(2, 9, 10, 5), rand(3, 3, 5, 7))),
+             (ops.attention, tuple(rand(1, 2, 13, 8) for _ in range(3)))]
     for op, args in cases:
         want = op(*args)
         with tilepy.backend("jit"):
@@ -191,3 +193,12 @@ def test_softmax_reads_x_once_when_the_row_is_one_chunk():
     copies = [ln.strip() for ln in ir.splitlines() if "T.copy(x[" in ln]
     assert len(copies) == 3  # the max pass, the guarded one, the output's long-row branch
     assert "if N > 1024:" in ir
+
+
+def test_attention_contracts_with_t_gemm_and_computes_the_scores_once_per_row():
+    """The scores (a sum over e inside the reductions over keys) are a T.gemm per key
+    chunk; the later passes reuse the first pass's scores when the keys are one chunk
+    (recomputed only `if S > 16`), and the output's sum over keys is a T.gemm too."""
+    ir = str(ops.attention.kernel.ir)
+    assert ir.count("T.gemm(") == 4 and ir.count("if S > 16:") == 2
+    assert "T.reduce_sum(" in ir and ir.count("T.reduce_") == 2  # the max and the sum

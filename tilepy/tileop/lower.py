@@ -150,6 +150,16 @@ def _operand(x: Expr, acc, body: OpBody) -> Expr | None:
     return x
 
 
+def _unwrap_acc(f: Expr, acc) -> Expr | None:
+    """A factor as T.gemm sees it (a widening cast to the accumulator is the gemm's own
+    conversion); None for a factor of another dtype."""
+    if isinstance(f, Call) and f.op is Op.CAST and len(f.args) == 1 and f.dtype == acc:
+        inner = f.args[0]
+        if inner.dtype.is_float == acc.is_float and inner.dtype.bits <= acc.bits:
+            return inner
+    return f if f.dtype == acc else None
+
+
 def _has_var(e: Expr, names: set) -> bool:
     if isinstance(e, Var):
         return e.name in names
@@ -220,6 +230,7 @@ class _Launch:
         self.chunks: dict = {}  # launch-level reduction -> (chunk fragment, dims, bk, Red)
         self.markers: dict = {}  # a reused chunk's stand-in -> (chunk fragment, dims)
         self.row_chunks: list = []  # launch-level chunks holding a tile of one operand
+        self.contractions: dict = {}  # a nested contraction -> (its fragment, outer chunk)
 
     def alloc(self, base: str, shape: tuple[int, ...], dt, scope=Scope.FRAGMENT) -> Buffer:
         buf = Buffer(self.low.fresh(base), tuple(Const(s, int32) for s in shape), dt, scope)
@@ -273,17 +284,19 @@ class _Launch:
                               tuple(steps), num_stages=2, loc=g.red.loc))
         self.red_frags[g.red.out.name] = (acc, [i, j])
 
-    def operand(self, x: Expr, dims: list[str], inner: dict, steps: list, red: Red) -> Buffer:
+    def operand(self, x: Expr, dims: list[str], inner: dict, steps: list, red: Red,
+                always: bool = False) -> Buffer:
         """A shared tile of a gemm operand, filled per k step: a tile copy of a load, or a
         prologue computed from its loads' fragments (0 past the end of k, as a copy reads)."""
-        if isinstance(x, Load):
+        if isinstance(x, Load) and not always:
             buf = self.alloc(x.buffer.name + "_shared", _tile_shape(x, inner), x.buffer.dtype,
                              Scope.SHARED)
             steps.append(Copy(_region(x, inner), full_region(buf), loc=red.loc))
             return buf
-        buf = self.alloc("prologue_shared", tuple(inner[d].tile for d in dims), x.dtype,
-                         Scope.SHARED)
-        local = self.locals(dims, inner)
+        name = "prologue_shared" if not always else "operand_shared"
+        buf = self.alloc(name, tuple(inner[d].tile for d in dims), x.dtype, Scope.SHARED)
+        local = {n: _ZERO for n in inner if inner[n].tile == 1}  # one-element dims
+        local.update(self.locals(dims, inner))
         value = self.subst(x, local, inner, steps)
         if not (isinstance(red.extent, Const) and int(red.extent.value) % inner[red.var.name].tile
                 == 0):
@@ -313,6 +326,10 @@ class _Launch:
 
     def reduction(self, red: Red, dims: list[str], reds: list[Red], ctx: dict,
                   where: list) -> None:
+        form = self.gemm_form(red, dims, ctx)
+        if form is not None:
+            self.gemm_reduction(red, form, reds, ctx, where)
+            return
         acc = red.out.dtype
         shape = tuple(ctx[d].tile for d in dims) or (1,)
         r_frag = self.alloc("red", shape, acc)
@@ -349,6 +366,75 @@ class _Launch:
                            clear=False, loc=red.loc))
         where.append(For(ko, _ZERO, ceildiv(red.extent, bk), _ONE, ForKind.SERIAL,
                          tuple(loop), loc=red.loc))
+
+    def gemm_form(self, red: Red, dims: list[str], ctx: dict):
+        """(x, y, a, b) when the reduction is a contraction over two of its tiled dims
+        (the others have tile 1): a sum of a * b, a over (x, var), b over (var, y). Its
+        chunk then is a T.gemm instead of a (x, y, var) product tile and a reduce."""
+        tiled = [d for d in dims if ctx[d].tile > 1]
+        b = red.body
+        if red.kind.value != "sum" or len(tiled) != 2 or not \
+                (isinstance(b, Call) and b.op is Op.MUL):
+            return None
+        x, y = tiled
+        ones = set(dims) - {x, y}
+        a_, b_ = (_unwrap_acc(f, red.out.dtype) for f in b.args)
+        if a_ is None or b_ is None:
+            return None
+
+        def uses(f):
+            return set(free_indices(self.body, f)) - ones
+
+        for p, q in ((a_, b_), (b_, a_)):
+            if uses(p) <= {x, red.var.name} and uses(q) <= {red.var.name, y}:
+                return x, y, p, q
+        return None
+
+    def gemm_reduction(self, red: Red, form, reds: list[Red], ctx: dict,
+                       where: list) -> None:
+        """A contraction inside a row kernel: per chunk of its variable, both operand
+        tiles computed (0 past the end) into shared tiles and `T.gemm` into the result's
+        fragment: the contract's order, as the chunked reduce would fold it."""
+        x, y, a, b = form
+        bk = self.low.tile(red.var.name)
+        key, again = self.same_contraction(red, y, bk, ctx)
+        if again is not None:  # the same contraction, computed earlier for this chunk
+            acc = again[0]
+        else:
+            acc = self.alloc("red", (ctx[x].tile, ctx[y].tile), red.out.dtype)
+            if key is not None:
+                self.contractions[key] = (acc, ctx[y].extent, ctx[y].tile)
+        self.red_frags[red.out.name] = (acc, [x, y])
+        stmts: list = [Fill(full_region(acc), Const(0, acc.dtype), loc=red.loc)]
+        ko = Var(self.low.fresh("ko"), int32)
+        start = exprs.call(Op.MUL, [ko, bk], red.loc)
+        inner = {**ctx, red.var.name: Dim(start, bk, red.extent)}
+        loop: list = []
+        self.reductions(reds, red.var.name, inner, loop)
+        a_s = self.operand(a, [x, red.var.name], inner, loop, red, always=True)
+        b_s = self.operand(b, [red.var.name, y], inner, loop, red, always=True)
+        loop.append(Gemm(full_region(a_s), full_region(b_s), full_region(acc), loc=red.loc))
+        stmts.append(For(ko, _ZERO, ceildiv(red.extent, bk), _ONE, ForKind.SERIAL,
+                         tuple(loop), loc=red.loc))
+        if again is None:
+            where.extend(stmts)
+        else:  # when the row is one chunk the earlier result is this chunk's: keep it
+            _, ext, obk = again
+            where.append(If(exprs.call(Op.GT, [ext, obk], red.loc), tuple(stmts),
+                            loc=red.loc))
+
+    def same_contraction(self, red: Red, y: str, bk: int, ctx: dict):
+        """(key, earlier) for a contraction computed inside another reduction's loop (y is
+        that reduction's variable): the same body up to the two variables' names, with the
+        same chunk sizes, was computed before into `earlier` = (fragment, y's extent, y's
+        chunk), or None. Other contractions: (None, None)."""
+        if y in self.body.index:
+            return None, None
+        outer = ctx[y]
+        canon = _rename(_rename(red.body, red.var.name, Var("__k", int32)), y,
+                        Var("__o", int32))
+        key = (canon, red.extent, bk, outer.extent, outer.tile)
+        return key, self.contractions.get(key)
 
     def share_chunks(self, red: Red, dims: list[str], bk: int, inner: dict,
                      loop: list) -> None:
