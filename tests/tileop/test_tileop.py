@@ -198,7 +198,10 @@ def test_softmax_reads_x_once_when_the_row_is_one_chunk():
 def test_attention_contracts_with_t_gemm_and_computes_the_scores_once_per_row():
     """The scores (a sum over e inside the reductions over keys) are a T.gemm per key
     chunk; the later passes reuse the first pass's scores when the keys are one chunk
-    (recomputed only `if S > 16`), and the output's sum over keys is a T.gemm too."""
+    (recomputed only `if S > 16`), and the output's sum over keys is a T.gemm too whose
+    probabilities operand is read from the sum's chunk (exp computed once per score)."""
     ir = str(ops.attention.kernel.ir)
-    assert ir.count("T.gemm(") == 4 and ir.count("if S > 16:") == 2
+    assert ir.count("T.gemm(") == 4 and ir.count("if S > 16:") == 3
+    assert ir.count("T.exp(") == 2
+    assert "operand_shared_6[i_t_8, l_t_8] = chunk_1[0, 0, i_t_8, l_t_8]" in ir
     assert "T.reduce_sum(" in ir and ir.count("T.reduce_") == 2  # the max and the sum

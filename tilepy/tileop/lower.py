@@ -286,8 +286,10 @@ class _Launch:
 
     def operand(self, x: Expr, dims: list[str], inner: dict, steps: list, red: Red,
                 always: bool = False) -> Buffer:
-        """A shared tile of a gemm operand, filled per k step: a tile copy of a load, or a
-        prologue computed from its loads' fragments (0 past the end of k, as a copy reads)."""
+        """A shared tile of a gemm operand, filled per k step: a tile copy of a load, or
+        computed from its loads' fragments (0 past the end of k, as a copy reads); inside a
+        row kernel, read from an earlier reduction's chunk holding the same values when
+        the row is one chunk (attention's probabilities, computed for their sum)."""
         if isinstance(x, Load) and not always:
             buf = self.alloc(x.buffer.name + "_shared", _tile_shape(x, inner), x.buffer.dtype,
                              Scope.SHARED)
@@ -297,17 +299,62 @@ class _Launch:
         buf = self.alloc(name, tuple(inner[d].tile for d in dims), x.dtype, Scope.SHARED)
         local = {n: _ZERO for n in inner if inner[n].tile == 1}  # one-element dims
         local.update(self.locals(dims, inner))
-        value = self.subst(x, local, inner, steps)
-        if not (isinstance(red.extent, Const) and int(red.extent.value) % inner[red.var.name].tile
-                == 0):
-            kk = exprs.call(Op.ADD, [inner[red.var.name].start, local[red.var.name]], red.loc)
+        comp: list = []
+        value = self.subst(x, local, inner, comp)
+        k = inner[red.var.name]
+        if not (isinstance(red.extent, Const) and int(red.extent.value) % k.tile == 0):
+            kk = exprs.call(Op.ADD, [k.start, local[red.var.name]], red.loc)
             zero = exprs.make_const(0, x.dtype, red.loc)
             value = exprs.call(Op.SELECT, [exprs.call(Op.LT, [kk, red.extent], red.loc), value,
                                            zero], red.loc)
         lets, value = self.common(value, red.loc)
         store = Store(buf, tuple(local[d] for d in dims), value, loc=red.loc)
-        steps.extend(self.parallel(dims, local, inner, lets + [store], red.loc))
+        comp.extend(self.parallel(dims, local, inner, lets + [store], red.loc))
+        hit = self.chunk_holding(x, red, dims, k.tile) if always else None
+        if hit is None:
+            steps.extend(comp)
+            return buf
+        t, tdims = hit
+        loc2 = {n: _ZERO for n in inner if inner[n].tile == 1}
+        loc2.update(self.locals(dims, inner))
+        idx = tuple(loc2[d] for d in tdims) + (loc2[red.var.name],)
+        read = Store(buf, tuple(loc2[d] for d in dims), Load(t, idx), loc=red.loc)
+        steps.append(If(exprs.call(Op.GT, [red.extent, k.tile], red.loc), tuple(comp),
+                        tuple(self.parallel(dims, loc2, inner, [read], red.loc)),
+                        loc=red.loc))
         return buf
+
+    def chunk_holding(self, x: Expr, red: Red, dims: list[str], bk: int):
+        """(chunk, its dims) of a launch-level reduction over the same range in chunks of
+        bk whose body is x (up to variable names; reductions compared by the fragment
+        holding them): for a one-chunk row the chunk holds x's values, 0 past the end
+        when its identity is 0."""
+        want = self.canon(x, red.var.name)
+        for t, cdims, cbk, c in self.chunks.values():
+            ident = reduce_identity(c.kind, c.out.dtype)
+            if cbk != bk or c.extent != red.extent or ident != 0 or \
+                    c.out.dtype != x.dtype or not set(cdims) <= set(dims) | self.ones(cdims):
+                continue
+            if self.canon(c.body, c.var.name) == want:
+                return t, cdims
+        return None
+
+    def ones(self, dims: list[str]) -> set:
+        return {d for d in dims if self.low.tiles.get(d, 1) == 1 and d in self.body.index}
+
+    def canon(self, e: Expr, var: str) -> Expr:
+        """e with `var` renamed and each reduction placeholder that has a fragment named
+        by that fragment (equal contractions share one)."""
+        if isinstance(e, Var):
+            if e.name == var:
+                return Var("__k", e.dtype)
+            frag = self.red_frags.get(e.name)
+            return Var("__frag_" + frag[0].name, e.dtype) if frag else e
+        if isinstance(e, Load):
+            return Load(e.buffer, tuple(self.canon(ix, var) for ix in e.indices))
+        if isinstance(e, Call):
+            return Call(e.op, tuple(self.canon(a, var) for a in e.args), e.dtype, e.loc)
+        return e
 
     # ------------------------------------------------------------ reductions
     def reductions(self, reds: list[Red], home: str | None, ctx: dict, where: list) -> None:
