@@ -512,8 +512,10 @@ class _Launch:
         kernels mask: it keeps the values' loop free of selects)."""
         local = self.locals(dims + [red.var.name], inner)
         idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
-        kk = exprs.call(Op.ADD, [start, local[red.var.name]], red.loc)
-        past = exprs.call(Op.GE, [kk, red.extent], red.loc)
+        # `k_t >= extent - start`: a loop variable against an invariant, which the JIT
+        # turns into the loop's lower bound (no test per element)
+        rest = exprs.call(Op.SUB, [red.extent, start], red.loc)
+        past = exprs.call(Op.GE, [local[red.var.name], rest], red.loc)
         mask = If(past, (Store(t, idx, ident, loc=red.loc),), loc=red.loc)
         return self.parallel(dims + [red.var.name], local, inner, [mask], red.loc)
 
@@ -526,8 +528,9 @@ class _Launch:
         if r_frag is not None and r_frag[1] == names:  # the copy rounds as a store would
             self.stmts.append(Copy(full_region(r_frag[0]), region, loc=self.loc))
             return
-        o_frag = self.alloc(out.name + "_tile", tiles, out.dtype)
         reused, conds = self.reusable(e, names, ctx)
+        o_frag = self.in_place(reused, names, tiles, out.dtype) if reused else None
+        o_frag = o_frag or self.alloc(out.name + "_tile", tiles, out.dtype)
         if not reused:
             self.store_tile(o_frag, e, names, ctx, self.stmts)
         else:  # a row that is one chunk: read the chunks' values instead of recomputing
@@ -543,6 +546,16 @@ class _Launch:
                     cond = exprs.call(Op.AND, [cond, c], self.loc)
                 self.stmts.append(If(cond, tuple(then), tuple(other), loc=self.loc))
         self.stmts.append(Copy(full_region(o_frag), region, loc=self.loc))
+
+    def in_place(self, e: Expr, names: list[str], tiles: tuple, dt) -> Buffer | None:
+        """A chunk that e reads at the output's own indices, of the output tile's shape and
+        dtype: the output tile is computed into it (each element read, then written)."""
+        for v in _vars(e):
+            t, dims = self.markers.get(v, (None, None))
+            if t is not None and dims == names and t.dtype == dt and \
+                    tuple(int(x.value) for x in t.shape) == tiles:
+                return t
+        return None
 
     def store_tile(self, o_frag: Buffer, e: Expr, names: list[str], ctx: dict,
                    where: list) -> None:
@@ -704,6 +717,14 @@ def _plain_read(red: Red, dims: list[str]) -> Load | None:
         b = b.args[0]
     names = [x.name if isinstance(x, Var) else None for x in getattr(b, "indices", ())]
     return b if isinstance(b, Load) and dims and names == dims + [red.var.name] else None
+
+
+def _vars(e: Expr) -> list[str]:
+    if isinstance(e, Var):
+        return [e.name]
+    if isinstance(e, Call):
+        return [n for a in e.args for n in _vars(a)]
+    return []
 
 
 def _canon(ld: Load, var: str) -> tuple:
