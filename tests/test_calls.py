@@ -328,3 +328,23 @@ def test_arrays_of_more_than_2_31_elements(backend, tmp_path):
                            np.arange(64, dtype=np.int8)[None]])
     got = _run(backend, tilepy.compile(corners, out_idx=[-1]), v, x)
     np.testing.assert_array_equal(got, want)
+
+
+def test_size_expressions_evaluate_as_the_op_table_says():
+    """eval_index's int fast path floors like numpy and defers overflow to the op table."""
+    import numpy as np
+
+    from tilepy.errors import NOLOC
+    from tilepy.frontend import exprs
+    from tilepy.ir.expr import Var
+    from tilepy.ir.ops import Op, reference
+    from tilepy.ir.types import int32
+    from tilepy.kernel import eval_index
+
+    n, m = Var("n", int32), Var("m", int32)
+    for op in (Op.ADD, Op.SUB, Op.MUL, Op.FLOORDIV, Op.MOD):
+        e = exprs.call(op, [n, m], NOLOC)
+        for a, b in ((-7, 4), (7, -4), (2 ** 20, 2 ** 20), (2 ** 31 - 1, 1), (5, 0)):
+            want = int(reference(op, [np.asarray(a, np.int64), np.asarray(b, np.int64)],
+                                 (int32, int32), int32))
+            assert eval_index(e, {"n": a, "m": b}) == want, (op, a, b)

@@ -31,7 +31,7 @@ from tilepy.frontend.source import environment, read_source
 from tilepy.frontend.surface import TensorSpec
 from tilepy.frontend.translate import Translator
 from tilepy.ir.expr import Buffer, Call, Const, Expr, Var
-from tilepy.ir.ops import reference
+from tilepy.ir.ops import Op, reference
 from tilepy.ir.printer import format_expr, format_func
 from tilepy.ir.stmt import Launch, PrimFunc, written_params
 from tilepy.ir.verify import verify
@@ -134,9 +134,23 @@ def eval_index(e: Expr, sizes: dict[str, int]) -> int:
     if isinstance(e, Var):
         return sizes[e.name]
     if isinstance(e, Call):
-        args = [np.asarray(eval_index(a, sizes), dtype=np.int64) for a in e.args]
+        vals = [eval_index(a, sizes) for a in e.args]
+        fast = _INT_FAST.get(e.op)  # plain int arithmetic where it equals the op table's
+        if fast is not None and len(vals) == 2 and e.dtype.name in ("int32", "int64") and \
+                (vals[1] != 0 or e.op in (Op.ADD, Op.SUB, Op.MUL)):
+            got = fast(*vals)
+            if -2 ** 31 <= got < 2 ** 31:
+                return got
+        args = [np.asarray(v, dtype=np.int64) for v in vals]
         return int(reference(e.op, args, tuple(a.dtype for a in e.args), e.dtype))
     raise KeyError(str(e))
+
+
+# size arithmetic evaluated on Python ints (floor division and modulo floor, as numpy's);
+# anything else, or a result outside int32, goes through the op table
+_INT_FAST = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b,
+             Op.MUL: lambda a, b: a * b, Op.FLOORDIV: lambda a, b: a // b,
+             Op.MOD: lambda a, b: a % b}
 
 
 def bind_arguments(func: PrimFunc, args, loc: Loc):

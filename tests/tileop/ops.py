@@ -123,3 +123,45 @@ def cross_entropy(x: Tensor[M, N], label: Tensor[M, "int32"]) -> Tensor[M]:
 @tile_op
 def shifted_diag(x: Tensor[M, M]) -> Tensor[M]:
     return x[i, i] + x[i - 1, i]  # an element outside the tensor reads 0
+
+
+# softmax and a gemm prologue from parts (graph fusion tests)
+@tile_op
+def row_max(x: Tensor[M, N]) -> Tensor[M]:
+    return max(x[i, k] for k in range(N))
+
+
+@tile_op
+def exp_sub(x: Tensor[M, N], m: Tensor[M]) -> Tensor[M, N]:
+    return T.exp(x[i, j] - m[i])
+
+
+@tile_op
+def div_rows(x: Tensor[M, N], s: Tensor[M]) -> Tensor[M, N]:
+    return x[i, j] / s[i]
+
+
+@tile_op
+def scale_shift(x: Tensor[M, N], g: Tensor[N], b: Tensor[N]) -> Tensor[M, N]:
+    return x[i, j] * g[j] + b[j]
+
+
+@tile_op
+def to_bf16(x: Tensor[M, N]) -> Tensor[M, N, "bfloat16"]:
+    return T.cast(x[i, j], "bfloat16")
+
+
+@tile_op
+def add(x: Tensor[M, N], y: Tensor[M, N]) -> Tensor[M, N]:
+    return x[i, j] + y[i, j]
+
+
+S1, E1 = T.symbolic("S1"), T.symbolic("E1")
+
+
+@tile_op(tiles={"i": 8, "j": 8, "l": 16, "e": 8})
+def attention2d(q: Tensor[S1, E1], k: Tensor[S1, E1], v: Tensor[S1, E1]) -> Tensor[S1, E1]:
+    m = max(sum(q[i, e] * k[l, e] for e in range(E1)) for l in range(S1))
+    z = sum(T.exp(sum(q[i, e] * k[l, e] for e in range(E1)) - m) for l in range(S1))
+    return sum(T.exp(sum(q[i, e] * k[l, e] for e in range(E1)) - m) * v[l, j]
+               for l in range(S1)) / z

@@ -64,3 +64,64 @@ def test_reductions_take_epilogues_and_other_outputs_stay():
     assert names == ["layernorm_bias_gelu", "softmax"]
     for got, want in zip(fused(*args), unfused(*args)):
         assert got.tobytes() == want.tobytes()
+
+
+def softmax_parts(x):
+    e = ops.exp_sub(x, ops.row_max(x))
+    return ops.div_rows(e, ops.row_sum(e))
+
+
+def test_softmax_from_parts_fuses_to_one_row_kernel_with_the_same_bits():
+    x = rand(9, 40)
+    x[2, 5] = 80.0  # exp overflows without the max subtracted
+    fused, unfused = tilepy.compile(softmax_parts), tilepy.compile(softmax_parts, fuse=False)
+    g = fused.trace(x)
+    assert len(g.nodes) == 1 and len(unfused.trace(x).nodes) == 4
+    ir = str(g.nodes[0].op.kernel.ir)
+    verify(g.nodes[0].op.kernel.func)
+    # one max and one sum (the parts' copies merged), the row kept in a fragment
+    assert ir.count("T.reduce_max(") == 1 and ir.count("T.reduce_sum(") == 1
+    assert "if N <= 1024:" in ir
+    want = unfused(x)
+    assert np.array_equal(fused(x), want) and want.tobytes() == ops.softmax(x).tobytes()
+    with tilepy.backend("jit"):
+        got = fused(x)
+    assert got.tobytes() == want.tobytes()
+
+
+def prologue_a(x, g, b, w):
+    return ops.matmul(ops.scale_shift(x, g, b), w)
+
+
+def prologue_b(x, w, g, b):
+    return ops.matmul(x, ops.scale_shift(w, g, b))
+
+
+def prologue_bf16(x, w):
+    return ops.matmul_bf16(ops.to_bf16(x), w)
+
+
+def test_prologue_is_computed_on_the_gemm_tile_load():
+    cases = [(prologue_a, (rand(20, 37), rand(37), rand(37), rand(37, 30))),
+             (prologue_b, (rand(20, 37), rand(37, 30), rand(30), rand(30))),
+             (prologue_bf16, (rand(20, 37), rand(37, 30, dtype=BF16)))]
+    for fn, args in cases:
+        fused, unfused = tilepy.compile(fn), tilepy.compile(fn, fuse=False)
+        g = fused.trace(*args)
+        assert len(g.nodes) == 1
+        ir = str(g.nodes[0].op.kernel.ir)
+        assert "T.gemm(prologue_shared" in ir or "prologue_shared, acc" in ir
+        want = unfused(*args)
+        assert fused(*args).tobytes() == want.tobytes()
+    # the rounding to bfloat16 is kept: without it the bits differ
+    x, w = cases[2][1]
+    assert want.tobytes() != ops.matmul(x, w.astype(np.float32)).astype(BF16).tobytes()
+    with tilepy.backend("jit"):
+        got = tilepy.compile(prologue_a)(*cases[0][1])
+    assert got.tobytes() == tilepy.compile(prologue_a, fuse=False)(*cases[0][1]).tobytes()
+
+
+def test_a_reduction_is_not_inlined_into_a_gemm():
+    args = (rand(9, 16), rand(16), rand(16), rand(16, 8))
+    g = tilepy.compile(lambda x, a, b, w: ops.matmul(ops.layernorm(x, a, b), w)).trace(*args)
+    assert [n.op.__name__ for n in g.nodes] == ["layernorm", "matmul"]

@@ -1,6 +1,7 @@
 """`tilepy.compile`: of a kernel, the Kernel as before (tilepy.kernel.compile); of a Python
 function of tile ops, a CompiledGraph: traced per argument shapes and dtypes, transformed by
-the graph passes, then run node by node, intermediate arrays dropped after their last use.
+the graph passes, then run node by node with every node output in its memory-planned slot of
+one arena (memory.py); `plan=False` allocates each output and drops it after its last use.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ def compile(func, out_idx=None, **options):  # noqa: A001 - TileLang's name
 class CompiledGraph:
     """What `tilepy.compile(fn)` returns: call it with arrays."""
 
-    def __init__(self, fn, fuse: bool = True):
-        self.fn, self.fuse = fn, fuse
+    def __init__(self, fn, fuse: bool = True, plan: bool = True):
+        self.fn, self.fuse, self.plan = fn, fuse, plan
         self.__name__ = getattr(fn, "__name__", "graph")
         self._graphs: dict = {}
 
     def __repr__(self) -> str:
-        return f"<tilepy.compile {self.__name__} fuse={self.fuse}>"
+        return f"<tilepy.compile {self.__name__} fuse={self.fuse} plan={self.plan}>"
 
     @api_boundary
     def trace(self, *arrays) -> Graph:
@@ -65,8 +66,15 @@ class CompiledGraph:
         return g
 
     @api_boundary
+    def memory_plan(self, *arrays):
+        """The memory plan of the graph for arrays of these shapes and dtypes."""
+        return self.trace(*arrays).memory_plan()
+
+    @api_boundary
     def __call__(self, *arrays):
         g = self.trace(*arrays)
+        if self.plan:
+            return _run_planned(g, arrays)
         vals: dict[int, np.ndarray] = {id(v): a for v, a in zip(g.inputs, arrays)}
         last = {id(v): n for n, node in enumerate(g.nodes) for v in node.inputs}
         keep = {id(v) for v in g.outputs}
@@ -79,3 +87,22 @@ class CompiledGraph:
                     del vals[id(v)]
         outs = [vals[id(v)] for v in g.outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _run_planned(g: Graph, arrays):
+    """Run g with each node output a view of its slot in one fresh arena; kernels get their
+    outputs as arguments (a tile op's kernel writes every element of its outputs)."""
+    mp = g.memory_plan()
+    arena = np.empty(mp.peak_bytes, np.uint8)
+    vals: dict[int, np.ndarray] = {id(v): a for v, a in zip(g.inputs, arrays)}
+    for node in g.nodes:
+        outs = []
+        for v in node.outputs:
+            s = mp.slot(v)
+            n = int(np.prod(v.shape, dtype=np.int64))
+            dt = v.dtype.np_dtype
+            outs.append(arena[s.offset:s.offset + n * dt.itemsize].view(dt).reshape(v.shape))
+            vals[id(v)] = outs[-1]
+        node.op.kernel_into(*[vals[id(v)] for v in node.inputs], *outs)
+    outs = [vals[id(v)] for v in g.outputs]
+    return outs[0] if len(outs) == 1 else tuple(outs)

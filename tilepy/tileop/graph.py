@@ -50,6 +50,13 @@ class Graph:
     nodes: list[Node] = field(default_factory=list)
     outputs: list[Value] = field(default_factory=list)
 
+    def memory_plan(self, in_place: bool = True):
+        """Where each node output lives: a MemoryPlan (tilepy/tileop/memory.py) with the
+        arena's peak bytes against one buffer per output."""
+        from tilepy.tileop.memory import plan
+
+        return plan(self, in_place)
+
     def __str__(self) -> str:
         lines = [f"graph({', '.join(v.name for v in self.inputs)}):"]
         for n in self.nodes:

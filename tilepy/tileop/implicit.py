@@ -114,7 +114,8 @@ def emit(la, m: Implicit, out: Buffer, names: list[str], bx: Var, by: Var) -> No
     la.stmts.append(Fill(full_region(acc), Const(0, acc.dtype), loc=red.loc))
     ko = Var(low.fresh("ko"), int32)
     kf0 = exprs.call(Op.MUL, [ko, bk], loc)
-    steps = [gather_a(la, m, names, by, bm, bk, kf0, n_rows, a_s)]
+    pre, steps = gather_a(la, m, names, by, bm, bk, kf0, n_rows, a_s)
+    la.stmts.extend(pre)
     if m.matrix_b:
         mat = Buffer(low.fresh(m.b.buffer.name + "_mat"),
                      (red.extent, out.shape[-1]), m.b.dtype, Scope.GLOBAL, m.b.buffer)
@@ -136,26 +137,71 @@ def emit(la, m: Implicit, out: Buffer, names: list[str], bx: Var, by: Var) -> No
                                                                   Const(bn, int32))), loc=loc))
 
 
-def gather_a(la, m: Implicit, names, by, bm, bk, kf0, n_rows, a_s) -> For:
+def gather_a(la, m: Implicit, names, by, bm, bk, kf0, n_rows, a_s) -> tuple[list, list]:
+    """(statements before the k loop, statements of each k step) that fill the A tile. The
+    row digits (output indices) are computed once per block and the reduction's digits once
+    per k step, into small int32 tables, so the per-element gather divides by nothing."""
     loc = m.red.loc
     ii, kk = (Var(la.low.fresh(n), int32) for n in ("i_t", "k_t"))
-    row = exprs.call(Op.ADD, [exprs.call(Op.MUL, [by, bm], loc), ii], loc)
-    kf = exprs.call(Op.ADD, [kf0, kk], loc)
-    values = {m.red.var.name: kf}
-    rest: Expr = row
+    row_of = lambda v: exprs.call(Op.ADD, [exprs.call(Op.MUL, [by, bm], loc), v], loc)  # noqa: E731
+    kf_of = lambda v: exprs.call(Op.ADD, [kf0, v], loc)  # noqa: E731
+    digits: dict[str, Expr] = {}
+    rest: Expr = Var("__row", int32)
     shape = [la.body.extents[n] for n in names[:-1]]
     for n, size in zip(reversed(names[:-1]), reversed(shape)):  # row-major rows
-        values[n] = exprs.call(Op.MOD, [rest, size], loc) if n != names[0] else rest
+        digits[n] = exprs.call(Op.MOD, [rest, size], loc) if n != names[0] else rest
         rest = exprs.call(Op.FLOORDIV, [rest, size], loc)
-    keep = exprs.call(Op.AND, [exprs.call(Op.LT, [row, n_rows], loc),
-                               exprs.call(Op.LT, [kf, m.red.extent], loc)], loc)
+    pre, values = _tables(la, digits, "__row", row_of, ii, bm, loc)
+    a, safe = m.a, {}  # every index checked: the JIT then proves the read in range
+    kdigits: dict[str, Expr] = {}
+    for n, part in enumerate(m.red.parts):
+        if isinstance(part, Call) and _contains(a, part):
+            ph = Var(la.low.fresh(f"__d{n}"), int32)
+            a = _swap(a, part, ph)
+            kdigits[ph.name] = part
+    steps, kvalues = _tables(la, kdigits, m.red.var.name, kf_of, kk, bk, loc)
+    values.update(kvalues)
+    values[m.red.var.name] = kf_of(kk)
+    keep = exprs.call(Op.AND, [exprs.call(Op.LT, [row_of(ii), n_rows], loc),
+                               exprs.call(Op.LT, [kf_of(kk), m.red.extent], loc)], loc)
     zero = exprs.make_const(0, m.a.dtype, loc)
-    value = direct(m.a, values, loc, _safe(la.body, m.red))
-    value = exprs.call(Op.SELECT, [keep, value, zero], loc)
+    value = exprs.call(Op.SELECT, [keep, direct(a, values, loc, safe), zero], loc)
     lets, value = la.common(value, loc)
     inner = For(kk, _ZERO, Const(bk, int32), _ONE, ForKind.PARALLEL,
                 (*lets, *_stores(a_s, (ii, kk), value, loc)), loc=loc)
-    return For(ii, _ZERO, Const(bm, int32), _ONE, ForKind.PARALLEL, (inner,), loc=loc)
+    steps.append(For(ii, _ZERO, Const(bm, int32), _ONE, ForKind.PARALLEL, (inner,), loc=loc))
+    return pre, steps
+
+
+def _tables(la, digits: dict[str, Expr], of: str, value_of, use: Var, size: int, loc):
+    """Each digit (an int expression of the variable `of`) for `of` = value_of(t), t in
+    [0, size), stored in a (size,) int32 fragment by one T.Parallel: (the fill, the loads
+    at `use` by digit name)."""
+    if not digits:
+        return [], {}
+    t = Var(la.low.fresh("t"), int32)
+    stores, loads = [], {}
+    for name, e in digits.items():
+        table = la.alloc(name.strip("_") + "_idx", (size,), int32)
+        stores.append(Store(table, (t,), direct(e, {of: value_of(t)}, loc), loc=loc))
+        loads[name] = Load(table, (use,))
+    return [For(t, _ZERO, Const(size, int32), _ONE, ForKind.PARALLEL, tuple(stores),
+                loc=loc)], loads
+
+
+def _contains(e: Expr, sub: Expr) -> bool:
+    return e == sub or isinstance(e, Call) and any(_contains(a, sub) for a in e.args) or \
+        isinstance(e, Load) and any(_contains(x, sub) for x in e.indices)
+
+
+def _swap(e: Expr, old: Expr, new: Var) -> Expr:
+    if e == old:
+        return new
+    if isinstance(e, Call):
+        return Call(e.op, tuple(_swap(a, old, new) for a in e.args), e.dtype, e.loc)
+    if isinstance(e, Load):
+        return Load(e.buffer, tuple(_swap(x, old, new) for x in e.indices))
+    return e
 
 
 def gather_b(la, m: Implicit, names, bx, bn, bk, kf0, out, b_s) -> For:

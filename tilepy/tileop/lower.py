@@ -9,13 +9,13 @@
   chunk's values in a `T.Parallel` (masked to the identity past the end), folded with
   `T.reduce_<kind>(..., clear=False)`; then the output tile in a `T.Parallel`.
 Global operands are copied tile by tile into fragments (edge tiles read 0; the copy out
-drops what lies past the end). Semantics stay the op table's and the statements'.
+drops what lies past the end). Contractions (matching and their statements) live in
+contract.py. Semantics stay the op table's and the statements'.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 from tilepy.errors import NOLOC
 from tilepy.frontend import exprs
@@ -27,7 +27,6 @@ from tilepy.ir.stmt import (
     Fill,
     For,
     ForKind,
-    Gemm,
     If,
     Launch,
     Let,
@@ -38,27 +37,21 @@ from tilepy.ir.stmt import (
 from tilepy.ir.tileops import reduce_identity
 from tilepy.ir.types import Scope, int32
 from tilepy.tileop.body import OpBody, Red, free_indices
+from tilepy.tileop.contract import (  # noqa: F401 - match_gemm, reds_of, loads_of are API
+    _ONE,
+    _ZERO,
+    Contractions,
+    Dim,
+    GemmMatch,
+    _region,
+    _rename,
+    _tile_shape,
+    is_tile_access,
+    loads_of,
+    match_gemm,
+    reds_of,
+)
 from tilepy.tileop.implicit import ceildiv, emit, match_implicit
-
-_ZERO, _ONE = Const(0, int32), Const(1, int32)
-
-
-@dataclass(frozen=True)
-class Dim:
-    """An index inside a launch: the tile's first global index, its size, the extent."""
-
-    start: Expr
-    tile: int
-    extent: Expr
-
-
-@dataclass(frozen=True)
-class GemmMatch:
-    red: Red
-    a: Load
-    b: Load
-    trans_a: bool
-    trans_b: bool
 
 
 def lower(body: OpBody, tiles: dict[str, int]) -> PrimFunc:
@@ -70,71 +63,6 @@ def lower(body: OpBody, tiles: dict[str, int]) -> PrimFunc:
     out_idx = tuple(range(len(sig.params), len(params)))
     return PrimFunc(body.name, params, tuple(sig.sizes.values()), launches, out_idx,
                     sig.param_locs[0] if sig.param_locs else body.out_locs[0])
-
-
-def reds_of(body: OpBody, e: Expr) -> list[Red]:
-    """The reductions e needs, directly or through other reductions, in body order."""
-    found: set = set()
-
-    def visit(x: Expr) -> None:
-        if isinstance(x, Var):
-            red = body.red(x)
-            if red is not None and red.out not in found:
-                found.add(red.out)
-                visit(red.body)
-        elif isinstance(x, Load):
-            for ix in x.indices:
-                visit(ix)
-        elif isinstance(x, Call):
-            for a in x.args:
-                visit(a)
-
-    visit(e)
-    return [r for r in body.reds if r.out in found]
-
-
-def loads_of(e: Expr) -> list[Load]:
-    if isinstance(e, Load):
-        return [e]
-    if isinstance(e, Call):
-        return [ld for a in e.args for ld in loads_of(a)]
-    return []
-
-
-def match_gemm(body: OpBody, e: Expr, names: list[str]) -> GemmMatch | None:
-    """A rank-2 output whose only reduction is a sum of products of two 2-d operands
-    indexed (i, k) / (k, j), either transposed: T.gemm's contraction."""
-    reds = reds_of(body, e)
-    if len(names) != 2 or len(reds) != 1 or reds[0].kind.value != "sum":
-        return None
-    red = reds[0]
-    b = red.body
-    if not (isinstance(b, Call) and b.op is Op.MUL):
-        return None
-    ops = [_operand(x, red.out.dtype) for x in b.args]
-    if None in ops or not all(is_tile_access(x, body.extents) for x in ops):
-        return None
-    i, j, k = names[0], names[1], red.var.name
-
-    def idx(ld: Load) -> list[str]:
-        return [x.name if isinstance(x, Var) else "" for x in ld.indices]
-
-    x, y = ops
-    if set(idx(x)) == {k, j} and set(idx(y)) == {i, k}:
-        x, y = y, x  # a * b == b * a, bit for bit
-    if set(idx(x)) != {i, k} or set(idx(y)) != {k, j} or len(idx(x)) != 2 or \
-            len(idx(y)) != 2:
-        return None
-    return GemmMatch(red, x, y, idx(x)[0] == k, idx(y)[0] == j)
-
-
-def _operand(x: Expr, acc) -> Load | None:
-    """A load, or a widening cast of one (T.gemm converts operands to C's dtype)."""
-    if isinstance(x, Call) and x.op is Op.CAST and len(x.args) == 1:
-        inner = x.args[0]
-        same_kind = inner.dtype.is_float == acc.is_float and inner.dtype.bits <= acc.bits
-        return inner if isinstance(inner, Load) and same_kind and x.dtype == acc else None
-    return x if isinstance(x, Load) else None
 
 
 class _Lowering:
@@ -179,7 +107,7 @@ class _Lowering:
         return Launch(tuple(grid), tuple(bvars), (128,), body, loc=loc)
 
 
-class _Launch:
+class _Launch(Contractions):
     """The statements of one launch: allocations first, then the computation."""
 
     def __init__(self, low: _Lowering, loc):
@@ -191,6 +119,8 @@ class _Launch:
         self.red_frags: dict = {}  # placeholder name -> (fragment, dims)
         self.chunks: dict = {}  # launch-level reduction -> (chunk fragment, dims, bk, Red)
         self.markers: dict = {}  # a reused chunk's stand-in -> (chunk fragment, dims)
+        self.row_chunks: list = []  # launch-level chunks holding a tile of one operand
+        self.contractions: dict = {}  # a nested contraction -> (its fragment, outer chunk)
 
     def alloc(self, base: str, shape: tuple[int, ...], dt, scope=Scope.FRAGMENT) -> Buffer:
         buf = Buffer(self.low.fresh(base), tuple(Const(s, int32) for s in shape), dt, scope)
@@ -228,26 +158,6 @@ class _Launch:
         return grid, bvars, ctx
 
     # ------------------------------------------------------------ contraction
-    def gemm(self, g: GemmMatch, ctx: dict, names: list[str]) -> None:
-        i, j, k = names[0], names[1], g.red.var.name
-        bm, bn, bk = ctx[i].tile, ctx[j].tile, self.low.tile(k)
-        ko = Var(self.low.fresh("ko"), int32)
-        inner = {**ctx, k: Dim(exprs.call(Op.MUL, [ko, bk], self.loc), bk, g.red.extent)}
-        a_s = self.alloc(g.a.buffer.name + "_shared", _tile_shape(g.a, inner),
-                         g.a.buffer.dtype, Scope.SHARED)
-        b_s = self.alloc(g.b.buffer.name + "_shared", _tile_shape(g.b, inner),
-                         g.b.buffer.dtype, Scope.SHARED)
-        acc = self.alloc("acc", (bm, bn), g.red.out.dtype)
-        self.stmts.append(Fill(full_region(acc), Const(0, acc.dtype), loc=g.red.loc))
-        steps = [Copy(_region(g.a, inner), full_region(a_s), loc=g.red.loc),
-                 Copy(_region(g.b, inner), full_region(b_s), loc=g.red.loc),
-                 Gemm(full_region(a_s), full_region(b_s), full_region(acc), g.trans_a,
-                      g.trans_b, loc=g.red.loc)]
-        self.stmts.append(For(ko, _ZERO, ceildiv(g.red.extent, bk), _ONE, ForKind.PIPELINED,
-                              tuple(steps), num_stages=2, loc=g.red.loc))
-        self.red_frags[g.red.out.name] = (acc, [i, j])
-
-    # ------------------------------------------------------------ reductions
     def reductions(self, reds: list[Red], home: str | None, ctx: dict, where: list) -> None:
         """Emit, into `where`, the reductions whose innermost enclosing variable is
         `home` (None: the launch level), in body order."""
@@ -264,6 +174,10 @@ class _Launch:
 
     def reduction(self, red: Red, dims: list[str], reds: list[Red], ctx: dict,
                   where: list) -> None:
+        form = self.gemm_form(red, dims, ctx)
+        if form is not None:
+            self.gemm_reduction(red, form, reds, ctx, where)
+            return
         acc = red.out.dtype
         shape = tuple(ctx[d].tile for d in dims) or (1,)
         r_frag = self.alloc("red", shape, acc)
@@ -282,7 +196,11 @@ class _Launch:
         ld = _plain_read(red, dims)
         if ld is not None and is_tile_access(ld, inner):  # the chunk is a tile: copy it
             loop.append(Copy(_region(ld, inner), full_region(t), loc=red.loc))
+            if where is self.stmts and t.dtype == ld.buffer.dtype:
+                self.row_chunks.append((t, _canon(ld, red.var.name), red.extent, bk, dims))
         else:
+            if where is self.stmts:
+                self.share_chunks(red, dims, bk, inner, loop)
             local = self.locals(dims + [red.var.name], inner)
             value = self.subst(red.body, local, inner, loop)
             idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
@@ -297,14 +215,39 @@ class _Launch:
         where.append(For(ko, _ZERO, ceildiv(red.extent, bk), _ONE, ForKind.SERIAL,
                          tuple(loop), loc=red.loc))
 
+    def share_chunks(self, red: Red, dims: list[str], bk: int, inner: dict,
+                     loop: list) -> None:
+        """A tile this reduction reads that an earlier one copied whole as its chunk (the
+        same rows, range and chunk size) is read from that chunk: when the row is one
+        chunk it is already there (softmax's exp pass reads the max pass's copy of x), so
+        it is copied again only for longer rows. Past the end the chunk holds the earlier
+        reduction's identity instead of 0; this reduction masks those places anyway."""
+        for ld in _tile_loads(red.body, inner):
+            key = (ld.buffer.name, ld.indices, id(loop))
+            for t, canon, ext, k, d in self.row_chunks:
+                if key in self.frags or canon != _canon(ld, red.var.name) or \
+                        ext != red.extent or k != bk or d != dims:
+                    continue
+                copy = Copy(_region(ld, inner), full_region(t), loc=red.loc)
+                if isinstance(ext, Const) and int(ext.value) <= bk:
+                    pass  # one chunk, always
+                elif isinstance(ext, Const):
+                    loop.append(copy)
+                else:
+                    loop.append(If(exprs.call(Op.GT, [ext, bk], red.loc), (copy,),
+                                   loc=red.loc))
+                self.frags[key] = t
+
     def mask_tail(self, red: Red, t: Buffer, dims: list[str], inner: dict, start: Expr,
                   ident: Const) -> list:
         """The identity past the end of the range, in a pass of its own (as the library
         kernels mask: it keeps the values' loop free of selects)."""
         local = self.locals(dims + [red.var.name], inner)
         idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
-        kk = exprs.call(Op.ADD, [start, local[red.var.name]], red.loc)
-        past = exprs.call(Op.GE, [kk, red.extent], red.loc)
+        # `k_t >= extent - start`: a loop variable against an invariant, which the JIT
+        # turns into the loop's lower bound (no test per element)
+        rest = exprs.call(Op.SUB, [red.extent, start], red.loc)
+        past = exprs.call(Op.GE, [local[red.var.name], rest], red.loc)
         mask = If(past, (Store(t, idx, ident, loc=red.loc),), loc=red.loc)
         return self.parallel(dims + [red.var.name], local, inner, [mask], red.loc)
 
@@ -317,8 +260,9 @@ class _Launch:
         if r_frag is not None and r_frag[1] == names:  # the copy rounds as a store would
             self.stmts.append(Copy(full_region(r_frag[0]), region, loc=self.loc))
             return
-        o_frag = self.alloc(out.name + "_tile", tiles, out.dtype)
         reused, conds = self.reusable(e, names, ctx)
+        o_frag = self.in_place(reused, names, tiles, out.dtype) if reused else None
+        o_frag = o_frag or self.alloc(out.name + "_tile", tiles, out.dtype)
         if not reused:
             self.store_tile(o_frag, e, names, ctx, self.stmts)
         else:  # a row that is one chunk: read the chunks' values instead of recomputing
@@ -334,6 +278,16 @@ class _Launch:
                     cond = exprs.call(Op.AND, [cond, c], self.loc)
                 self.stmts.append(If(cond, tuple(then), tuple(other), loc=self.loc))
         self.stmts.append(Copy(full_region(o_frag), region, loc=self.loc))
+
+    def in_place(self, e: Expr, names: list[str], tiles: tuple, dt) -> Buffer | None:
+        """A chunk that e reads at the output's own indices, of the output tile's shape and
+        dtype: the output tile is computed into it (each element read, then written)."""
+        for v in _vars(e):
+            t, dims = self.markers.get(v, (None, None))
+            if t is not None and dims == names and t.dtype == dt and \
+                    tuple(int(x.value) for x in t.shape) == tiles:
+                return t
+        return None
 
     def store_tile(self, o_frag: Buffer, e: Expr, names: list[str], ctx: dict,
                    where: list) -> None:
@@ -433,13 +387,6 @@ class _Launch:
         return self.frags[key]
 
 
-def is_tile_access(ld: Load, names) -> bool:
-    """Indices that are distinct index names (of `names`) or constants: a tile copy."""
-    vars_ = [x.name for x in ld.indices if isinstance(x, Var)]
-    return all(isinstance(x, Const) or isinstance(x, Var) and x.name in names
-               for x in ld.indices) and len(vars_) == len(set(vars_))
-
-
 def _product(xs) -> Expr:
     out = xs[0]
     for x in xs[1:]:
@@ -477,16 +424,6 @@ def _contains(e: Expr, sub: Expr) -> bool:
     return e == sub or isinstance(e, Call) and any(_contains(a, sub) for a in e.args)
 
 
-def _rename(e: Expr, name: str, new: Var) -> Expr:
-    if isinstance(e, Var):
-        return new if e.name == name else e
-    if isinstance(e, Load):
-        return Load(e.buffer, tuple(_rename(x, name, new) for x in e.indices))
-    if isinstance(e, Call):
-        return Call(e.op, tuple(_rename(a, name, new) for a in e.args), e.dtype, e.loc)
-    return e
-
-
 def _plain_read(red: Red, dims: list[str]) -> Load | None:
     """The access when a reduction's body only reads (and converts) one element at
     exactly (dims..., var): the copy converts as the cast would."""
@@ -497,12 +434,20 @@ def _plain_read(red: Red, dims: list[str]) -> Load | None:
     return b if isinstance(b, Load) and dims and names == dims + [red.var.name] else None
 
 
-def _tile_shape(ld: Load, ctx: dict) -> tuple[int, ...]:
-    return tuple(ctx[x.name].tile if isinstance(x, Var) else 1 for x in ld.indices)
+def _vars(e: Expr) -> list[str]:
+    if isinstance(e, Var):
+        return [e.name]
+    if isinstance(e, Call):
+        return [n for a in e.args for n in _vars(a)]
+    return []
 
 
-def _region(ld: Load, ctx: dict) -> Region:
-    starts = tuple(ctx[x.name].start if isinstance(x, Var) else x for x in ld.indices)
-    ext = tuple(Const(ctx[x.name].tile if isinstance(x, Var) else 1, int32)
-                for x in ld.indices)
-    return Region(ld.buffer, starts, ext)
+def _canon(ld: Load, var: str) -> tuple:
+    """A load's buffer and indices, the reduction variable written as one placeholder."""
+    return (ld.buffer.name,) + tuple("__k" if isinstance(x, Var) and x.name == var else x
+                                     for x in ld.indices)
+
+
+def _tile_loads(e: Expr, names) -> list[Load]:
+    return [ld for ld in loads_of(e) if is_tile_access(ld, names)]
+

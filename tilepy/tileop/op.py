@@ -47,8 +47,18 @@ class TileOp:
         if body is None:
             body = parse(fn, accum, index)
         self.body = body
-        self.tiles = choose_tiles(body, tiles or {}, self._where())
+        self.user_tiles = dict(tiles or {})
+        self.tiles = choose_tiles(body, self.user_tiles, self._where())
         self.kernel = Kernel(lower(body, self.tiles))
+        self._into: Kernel | None = None
+
+    @property
+    def kernel_into(self) -> Kernel:
+        """The kernel taking its outputs as arguments (what a memory-planned graph runs)."""
+        if self._into is None:
+            f = self.kernel.func
+            self._into = Kernel(f.__class__(**{**f.__dict__, "out_idx": ()}))
+        return self._into
 
     def _where(self) -> Loc:
         return self.body.sig.output_locs[0]
@@ -126,6 +136,18 @@ def _row_tiles(body: OpBody, e, names: list[str], tiles: dict[str, int]) -> None
     """Rows and row chunks: the widest row tile, then shrink until each chunk fragment
     (the tiles of its indices times its chunk) fits a quarter of L2."""
     reds = reds_of(body, e)
+    contr = {r.var.name for r in reds if _contraction(body, r, set(names[:-2]))}
+    if contr:  # contractions inside (attention): gemm-sized row and column tiles; the
+        # reductions over whole rows (keys) take rows up to 256 wide in one chunk, so
+        # a row's contraction is computed once and read by the later passes
+        bm, bn, bk = schedule.gemm_tiles(4, 4)
+        if len(names) >= 2:
+            tiles.setdefault(names[-2], bm)
+        tiles.setdefault(names[-1], bn)
+        outer = {r.var.name for r in reds if reds_of(body, r.body)}
+        for red in reds:
+            inner = red.var.name in contr and red.var.name not in outer
+            tiles.setdefault(red.var.name, bk if inner else 256)
     live = 2 + len(reds) + len(_loads(body, e))  # fragments a block keeps
     widest = 1024 if reds else 256
     bm, bn = schedule.row_tiles(4 * live, widest=widest)
@@ -139,7 +161,8 @@ def _row_tiles(body: OpBody, e, names: list[str], tiles: dict[str, int]) -> None
         ext = red.extent
         chunk = min(widest, int(ext.value)) if hasattr(ext, "value") else widest
         tiles.setdefault(red.var.name, max(chunk, 1))
-    for red in reds:  # every chunk fragment within the budget: halve its largest tile
+    for red in (r for r in reds if r.var.name not in contr):  # each chunk fragment
+        # within the budget: halve its largest tile (a contraction has no chunk fragment)
         dims = [n for n in tiles if n in _free(body, red)] + [red.var.name]
         row = any(body.extents.get(n) == red.extent for n in names)
         # a chunk the output can reuse (a whole row) gets L2's budget, else it stays in L1
@@ -149,6 +172,20 @@ def _row_tiles(body: OpBody, e, names: list[str], tiles: dict[str, int]) -> None
             if tiles[big] == 1:
                 break
             tiles[big] //= 2
+
+
+def _contraction(body: OpBody, red, lead: set) -> bool:
+    """A sum of a product whose factors each use one index (besides the reduction's
+    variable and the output's leading dims), different ones: lowered as a T.gemm."""
+    from tilepy.ir.expr import Call
+    from tilepy.ir.ops import Op
+    from tilepy.tileop.body import free_indices
+
+    b = red.body
+    if red.kind.value != "sum" or not (isinstance(b, Call) and b.op is Op.MUL):
+        return False
+    uses = [set(free_indices(body, f)) - lead - {red.var.name} for f in b.args]
+    return all(len(u) == 1 for u in uses) and uses[0] != uses[1]
 
 
 def _free(body: OpBody, red) -> set[str]:

@@ -5,8 +5,12 @@ that either backend runs; tests compare the graph before and after, bit for bit.
 
 from __future__ import annotations
 
+from tilepy.ir.expr import Const, Var
 from tilepy.tileop.fuse import fuse_bodies, is_elementwise, loads_identity
 from tilepy.tileop.graph import Graph, Node
+from tilepy.tileop.implicit import match_implicit
+from tilepy.tileop.inline import dedupe_reductions, inline_body, merge_params, reads
+from tilepy.tileop.lower import match_gemm, reds_of
 from tilepy.tileop.op import TileOp
 
 
@@ -36,7 +40,7 @@ def fuse_epilogues(g: Graph) -> Graph:
 
 def _user_tiles(op, body) -> dict:
     known = set(body.index) | {r.name for r in body.reds}
-    return {k: v for k, v in op.tiles.items() if k in known}
+    return {k: v for k, v in op.user_tiles.items() if k in known}
 
 
 def _producer(nodes: list[Node], g: Graph, cons: Node):
@@ -54,4 +58,65 @@ def _producer(nodes: list[Node], g: Graph, cons: Node):
     return None, None
 
 
-PASSES = (fuse_epilogues,)
+def fuse_producers(g: Graph) -> Graph:
+    """Reduction and prologue fusion: a producer whose every use can take it is inlined into
+    each consumer (its expression read at the consumer's indices, rounded to its output
+    dtype), and removed. Element-wise producers go first (into row reductions: softmax's
+    exp-sub into its sum and its division; into a contraction's operand: a prologue computed
+    on the tile load), then row reductions into consumers that read them at their own
+    indices (softmax's max and sum into the division). Repeats until nothing fuses."""
+    nodes = list(g.nodes)
+    while _inline_one(nodes, g, True) or _inline_one(nodes, g, False):
+        pass
+    return Graph(g.inputs, nodes, g.outputs)
+
+
+def _inline_one(nodes: list[Node], g: Graph, elementwise: bool) -> bool:
+    for pi, prod in enumerate(nodes):
+        body = prod.op.body
+        if len(prod.outputs) != 1 or prod.outputs[0] in g.outputs or \
+                is_elementwise(body) != elementwise or _scheduled_as_gemm(body):
+            continue
+        v = prod.outputs[0]
+        users = [(ci, k) for ci, c in enumerate(nodes) for k, x in enumerate(c.inputs)
+                 if x is v]
+        fused = [_inlined(prod, nodes[ci], k, elementwise) for ci, k in users]
+        if not users or None in fused:
+            continue
+        for (ci, _), node in zip(users, fused):
+            nodes[ci] = node
+        del nodes[pi]
+        return True
+    return False
+
+
+def _inlined(prod: Node, cons: Node, k: int, elementwise: bool) -> Node | None:
+    """cons with prod inlined for its input k, or None where that does not fuse."""
+    if sum(x is cons.inputs[k] for x in cons.inputs) != 1:
+        return None
+    cb = cons.op.body
+    name = cb.sig.params[k].name
+    lds = [ld for e in cb.outs + [r.body for r in cb.reds] for ld in reads(e, name)]
+    if not elementwise and not all(isinstance(x, Var) and x.name in cb.index or
+                                   isinstance(x, Const) for ld in lds for x in ld.indices):
+        return None  # a reduction is inlined only where it is read at the output's indices
+    body = inline_body(prod.op.body, cb, k)
+    inputs = [x for n, x in enumerate(cons.inputs) if n != k] + list(prod.inputs)
+    body, inputs = merge_params(body, inputs)
+    body = dedupe_reductions(body)
+    if _scheduled_as_gemm(cb) and not _scheduled_as_gemm(body):
+        return None  # a prologue the contraction's lowering cannot take
+    return Node(TileOp(None, body=body, tiles=_user_tiles(cons.op, body)), inputs,
+                cons.outputs)
+
+
+def _scheduled_as_gemm(body) -> bool:
+    """Some output is lowered as a contraction (T.gemm, explicit or implicit)."""
+    for e, out in zip(body.outs, body.sig.outputs):
+        names = list(body.index)[:len(out.shape)]
+        if match_gemm(body, e, names) or match_implicit(body, e, names, reds_of(body, e)):
+            return True
+    return False
+
+
+PASSES = (fuse_epilogues, fuse_producers)
