@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tilepy import __version__  # the package root: always loaded, imports nothing
+from tilepy.precision.sourcefiles import write_once
 
 MODULE_PREFIX = "tilepy_jit_cache"
 # the precision modules whose njit code the generated kernels call (cache=True does not
@@ -104,7 +105,7 @@ def load_module(name: str, k: str, source: str, entry: str):
     """Write the module (once, atomically), import it under a unique name, return
     (path, the plain Python function)."""
     path = module_path(name, k)
-    _write_once(path, source)
+    write_once(path, source)
     modname = f"{MODULE_PREFIX}.{path.stem}"
     mod = sys.modules.get(modname)
     if mod is None:
@@ -114,20 +115,6 @@ def load_module(name: str, k: str, source: str, entry: str):
         sys.modules[modname] = mod
     return str(path), getattr(mod, entry)
 
-
-def _write_once(path: Path, source: str) -> None:
-    """Leave an existing identical file alone (its mtime keys Numba's cache index);
-    replace a missing or different (corrupted) one atomically."""
-    try:
-        if path.read_text() == source:
-            return
-    except (OSError, UnicodeDecodeError):
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(source)
-    os.replace(tmp, path)
 
 
 def has_machine_code(path: str, entry: str) -> bool:
