@@ -1,13 +1,16 @@
 """softmax, batched matmul and scaled dot-product attention as differentiable ops
 (re-exported by nn.functional).
-Attention is composed: scores = q @ k^T * scale (+ a causal mask of -inf), softmax, @ v,
-each a kernel forward and backward; it is not the flash-style recomputing kernel yet.
+Float32 self-attention shapes (q, k, v alike) run the library's flash kernels
+(tilepy.kernels.attention_api: forward with the row logsumexp, backward recomputing P);
+other shapes and dtypes are composed: scores = q @ k^T * scale (+ a causal mask of -inf),
+softmax, @ v, each a kernel forward and backward.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tilepy.kernels.attention_api import attention, attention_backward
 from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import attention as A
@@ -68,6 +71,24 @@ def scaled_dot_product_attention(q, k, v, is_causal: bool = False) -> Tensor:
             or q.shape[-1] != k.shape[-1]:
         raise model_error(f"scaled_dot_product_attention: expected q (..., L, d), k and v "
                           f"(..., S, d); got {q.shape}, {k.shape}, {v.shape}")
+    if q.shape == k.shape and q.dtype == k.dtype == v.dtype == np.float32:
+        return _flash(q, k, v, is_causal)
+    return _composed(q, k, v, is_causal)
+
+
+def _flash(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
+    """The library's flash attention, each leading index a batch of one head."""
+    rows = (-1, 1, *q.shape[-2:])
+    q4, k4, v4 = (x.data.reshape(rows) for x in (q, k, v))
+    o, lse = attention(q4, k4, v4, causal)
+
+    def bwd(g):
+        grads = attention_backward(q4, k4, v4, o, lse, g.reshape(rows), causal)
+        return tuple(d.reshape(q.shape) for d in grads)
+    return record(o.reshape(q.shape), (q, k, v), bwd, "attention")
+
+
+def _composed(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor:
     perm = tuple(range(k.ndim - 2)) + (k.ndim - 1, k.ndim - 2)
     scores = bmm(q, k.permute(perm)) * (1.0 / float(np.sqrt(q.shape[-1])))
     if is_causal:

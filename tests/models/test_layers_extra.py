@@ -124,6 +124,29 @@ def test_softmax_bmm_and_attention_gradients():
           rand(rng, 1, 4, 2), rand(rng, 1, 4, 2))
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_float32_self_attention_runs_the_flash_kernels_and_agrees_with_the_composed_ops(
+        causal):
+    from tilepy.models.nn import attention as A
+
+    rng = np.random.default_rng(8)
+    q, k, v, g = (rng.standard_normal((2, 3, 6, 4)).astype(np.float32) for _ in range(4))
+
+    def run(path):
+        ts = [Tensor(x, requires_grad=True) for x in (q, k, v)]
+        out = path(*ts, causal)
+        (out * Tensor(g)).sum().backward()
+        return out, [out.data] + [t.grad for t in ts]
+
+    with tilepy.backend("interp"):
+        out, flash = run(F.scaled_dot_product_attention)
+        _, composed = run(A._composed)
+    assert out._node.name == "attention"  # the flash kernels, not bmm + softmax
+    for name, a, b in zip(("out", "dq", "dk", "dv"), flash, composed):
+        # two float32 orders of the same sums: |a - b| is a few ulps of the terms' size
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
 def test_attention_values():
     rng = np.random.default_rng(6)
     q, k, v = rand(rng, 2, 3, 4), rand(rng, 2, 3, 4), rand(rng, 2, 3, 4)
