@@ -133,5 +133,6 @@ def test_a_jit_function_may_return_another_kernels_prim_func(tl):
     with tilepy.backend("interp"):
         k = tuned()
         y = k(np.arange(4, dtype=np.float32))
-    assert np.asarray(y).tolist() == [0, 3, 6, 9]
-    assert k.config == {"factor": 3.0} and k.latency > 0  # measured, as TileLang reports
+    # the tuner keeps whichever config ran faster: the kernel is that config's
+    assert k.config in ({"factor": 3.0}, {"factor": 5.0}) and k.latency > 0
+    assert np.array_equal(np.asarray(y), np.arange(4, dtype=np.float32) * k.config["factor"])
