@@ -46,6 +46,19 @@ def test_wrong_mask_is_caught():
     assert not any(ok for *_, ok in case.check(outs).values())
 
 
+def test_jit_forward_gives_the_interpreters_bits():
+    case = attention_train_case(np.random.default_rng(5), *SHAPES[2])
+    i = case.inputs
+    outs = {}
+    for backend in ("interp", "jit"):
+        with tilepy.backend(backend):
+            outs[backend] = attention(i["q"], i["k"], i["v"], i["causal"], i["cu_seqlens"],
+                                      TILE, TILE)
+    for want, got in zip(outs["interp"], outs["jit"]):
+        assert np.array_equal(want, got)
+
+
+@pytest.mark.exhaustive  # three more large kernels to compile (about a minute here)
 def test_jit_gives_the_interpreters_bits():
     case = attention_train_case(np.random.default_rng(5), *SHAPES[2])
     with tilepy.backend("interp"):
