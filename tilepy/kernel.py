@@ -163,14 +163,15 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
         raise ArgumentError(f"{func.name} takes {len(inputs)} array(s) ({names}); got "
                             f"{len(args)}", loc)
     arrays: dict[str, np.ndarray] = {}
+    written = written_params(func)  # one walk of the body per call, not one per argument
     args = [np.full(1, a, b.dtype.np_dtype) if _is_number(a) and b.static_shape() == (1,)
-            and b.name not in written_params(func) else a  # a float scalar parameter's value
+            and b.name not in written else a  # a float scalar parameter's value
             for b, a in zip(inputs, args)]
     for buf, arr in zip(inputs, args):
         static = buf.static_shape()  # int4 data may come packed in int8 storage
-        if static is not None and buf.name not in written_params(func):
+        if static is not None and buf.name not in written:
             arr = unpack_int4(buf.dtype, static, arr)
-        arrays[buf.name] = _check_array(func, buf, arr, sizes, loc)
+        arrays[buf.name] = _check_array(func, buf, arr, sizes, loc, buf.name in written)
     _bind_derived(func, inputs, args, sizes, loc)
     check_call(func, sizes, eval_index)
     for i in func.out_idx:
@@ -183,7 +184,7 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
-def _check_array(func, buf: Buffer, arr, sizes: dict, loc: Loc) -> np.ndarray:
+def _check_array(func, buf: Buffer, arr, sizes: dict, loc: Loc, written: bool) -> np.ndarray:
     who = f"{func.name}: argument {buf.name}"
     arr = _plain_array(who, arr, loc)
     if arr.dtype != buf.dtype.np_dtype:
@@ -211,7 +212,7 @@ def _check_array(func, buf: Buffer, arr, sizes: dict, loc: Loc) -> np.ndarray:
     if not arr.flags.aligned:
         raise ArgumentError(f"{who} must be aligned to its dtype's size ({arr.itemsize} "
                             "bytes)", loc, hint="pass a copy: x.copy()")
-    if not arr.flags.writeable and buf.name in written_params(func):
+    if not arr.flags.writeable and written:
         raise ArgumentError(f"{who} is read-only, but the kernel writes it", loc,
                             hint="pass a writable array (x.copy()); arrays the kernel only "
                                  "reads may be read-only")

@@ -16,7 +16,7 @@ from tilepy.jit.passes.rewrite import map_body, with_bodies
 
 # v CMP e  ->  (bounds v >= e + lo, v < e + hi); None where the comparison sets no bound
 _BOUNDS = {Op.GE: (0, None), Op.GT: (1, None), Op.LT: (None, 0), Op.LE: (None, 1)}
-_FLIP = {Op.GE: Op.LE, Op.GT: Op.LT, Op.LT: Op.GT, Op.LE: Op.GE}  # e CMP v == v FLIP e
+FLIP = {Op.GE: Op.LE, Op.GT: Op.LT, Op.LT: Op.GT, Op.LE: Op.GE}  # e CMP v == v FLIP e
 
 
 def _free_of(e, name: str) -> bool:
@@ -48,7 +48,7 @@ def _terms(cond, name: str):
     if isinstance(a, Var) and a.name == name and _free_of(b, name):
         return [(cond.op, b)]
     if isinstance(b, Var) and b.name == name and _free_of(a, name):
-        return [(_FLIP[cond.op], a)]
+        return [(FLIP[cond.op], a)]
     return None
 
 

@@ -14,7 +14,7 @@ from tilepy.ir.ops import Op
 from tilepy.ir.stmt import For, ForKind, If, Launch, Let, PrimFunc, Store, Versioned, While, walk
 from tilepy.ir.tileops import entry
 from tilepy.ir.types import Scope, bool_, int64
-from tilepy.jit.passes.guards import as_int64
+from tilepy.jit.passes.guards import FLIP, as_int64
 from tilepy.jit.passes.rewrite import Fresh, map_body, with_bodies
 
 _I32 = (-(2**31), 2**31 - 1)
@@ -22,7 +22,6 @@ _ARITH = (Op.ADD, Op.SUB, Op.NEG, Op.MUL, Op.FLOORDIV, Op.MOD, Op.MIN, Op.MAX)
 _BY_CONST = (Op.MUL, Op.FLOORDIV, Op.MOD)
 _FOLD = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.MUL: lambda a, b: a * b,
          Op.FLOORDIV: lambda a, b: a // b, Op.MIN: min, Op.MAX: max}
-_FLIP = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE}
 
 
 def run(func: PrimFunc) -> PrimFunc:
@@ -184,7 +183,7 @@ class _Bounds:
         if isinstance(e, Const):
             return (int(e.value), int(e.value))
         if not self._inside(e):  # fixed during the nest: its value, once
-            if _has_load(e):
+            if any(True for _ in loads(e)):
                 return None
             v = self._temp(as_int64(e))
             return (v, v) if _fits(e.dtype) else self._no_wrap((v, v), e.dtype)
@@ -308,7 +307,7 @@ def _limits(guards: tuple) -> dict:
         if c.op is Op.AND:
             todo += list(c.args)
             continue
-        if c.op not in _FLIP:
+        if c.op not in FLIP:
             continue
         x, y = c.args
         if not (x.dtype.is_int and y.dtype.is_int):
@@ -316,11 +315,6 @@ def _limits(guards: tuple) -> dict:
         if isinstance(x, Var):
             out.setdefault(x.name, []).append((c.op, y))
         if isinstance(y, Var):
-            out.setdefault(y.name, []).append((_FLIP[c.op], x))
+            out.setdefault(y.name, []).append((FLIP[c.op], x))
     return out
 
-
-def _has_load(e) -> bool:
-    if isinstance(e, Load):
-        return True
-    return isinstance(e, Call) and any(_has_load(a) for a in e.args)
