@@ -30,3 +30,7 @@ __all__ = ["AvgPool2d", "BatchNorm2d", "Conv2d", "Dropout", "Embedding", "Embedd
            "LayerNorm", "Linear", "MaxPool2d", "Module", "RMSNorm", "ReLU", "Sequential",
            "SiLU", "Sigmoid", "Tanh", "functional", "manual_seed"]
 __all__ += ["GRU", "LSTM", "MultiheadAttention", "TransformerBlock"]
+
+from tilepy.models.nn import utils  # noqa: E402 - nn.utils.rnn: packed sequences
+
+__all__ += ["utils"]

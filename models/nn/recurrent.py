@@ -1,8 +1,10 @@
-"""LSTM and GRU (PyTorch's API subset: num_layers, bias, batch_first, hidden state in and
-out; one direction). Per layer, one gemm projects every time step's input (nn.functional
-.linear); the recurrence is one graph node: per step a gemm h W_hh^T and the fused gate
-kernel (models/kernels/recurrent.py), and backward through time runs the steps in reverse
-with the gate backward kernel and one gemm per step for dh, then one gemm for dW_hh.
+"""LSTM and GRU (PyTorch's API: num_layers, bias, batch_first, dropout, bidirectional,
+hidden state in and out, PackedSequence input). Per layer and direction, one gemm projects
+every time step's input (nn.functional.linear); the recurrence is one graph node: per step
+a gemm h W_hh^T and the fused gate kernel (models/kernels/recurrent.py), and backward
+through time runs the steps in reverse with the gate backward kernel and one gemm per step
+for dh, then one gemm for dW_hh. Variable lengths run as torch runs packed batches: the
+sequences sorted by decreasing length, step t updates only the first batch_sizes[t] rows.
 """
 
 from __future__ import annotations
@@ -16,43 +18,60 @@ from tilepy.models.kernels.launch import launch
 from tilepy.models.nn import functional as F
 from tilepy.models.nn import init
 from tilepy.models.nn.module import Module, as_input
+from tilepy.models.nn.utils.rnn import PackedSequence, gather_rows, packed_index, scatter_rows
 from tilepy.models.ops import cat, record
 from tilepy.models.tensor import Parameter, Tensor
 
 GATES = {"lstm": 4, "gru": 3}
 
 
-def recurrence(kind: str, gi: Tensor, h0: Tensor, c0, w_hh: Tensor, b_hh: Tensor) -> Tensor:
-    """Run the recurrence over gi (T, N, G*H) = x W_ih^T + b_ih from h0 (and c0: LSTM).
-    Returns the hidden states (T, N, H) (GRU) or hidden and cell states (T, N, 2H) (LSTM)."""
+def _active(batch_sizes, steps: int, n: int) -> list[int]:
+    """The number of running sequences (the first rows) at each step."""
+    if batch_sizes is None:
+        return [n] * steps
+    return [int(b) for b in batch_sizes]
+
+
+def recurrence(kind: str, gi: Tensor, h0: Tensor, c0, w_hh: Tensor, b_hh: Tensor,
+               batch_sizes=None, reverse: bool = False) -> Tensor:
+    """Run the recurrence over gi (T, N, G*H) = x W_ih^T + b_ih from h0 (and c0: LSTM),
+    steps in increasing time order (decreasing with `reverse`); with batch_sizes, step t
+    updates rows [0, batch_sizes[t]) only (rows sorted by decreasing length). Returns
+    (T + 1, N, H) (GRU) or (T + 1, N, 2H) (LSTM: h then c): row t < T is the state after
+    step t (zeros where a sequence has ended), row T each sequence's final state."""
     steps, n, _ = gi.shape
-    h = w_hh.shape[1]
-    d = gi.dtype
+    h, d, lstm = w_hh.shape[1], gi.dtype, kind == "lstm"
+    sizes = _active(batch_sizes, steps, n)
+    order = range(steps - 1, -1, -1) if reverse else range(steps)
     gid, wt = np.ascontiguousarray(gi.data), np.ascontiguousarray(w_hh.data.T)
-    hs = np.empty((steps, n, h), d)
-    acts = np.empty((steps, n, 4 * h), d)
-    lstm = kind == "lstm"
-    cs, tcs = (np.empty((steps, n, h), d), np.empty((steps, n, h), d)) if lstm else (None,) * 2
-    hp = np.ascontiguousarray(h0.data)
-    cp = np.ascontiguousarray(c0.data) if lstm else None
-    for t in range(steps):
-        hw = K.matmul(hp, wt)
+    hs, h_prev = np.zeros((steps, n, h), d), np.zeros((steps, n, h), d)
+    acts = np.zeros((steps, n, 4 * h), d)
+    cs, tcs, c_prev = (np.zeros((steps, n, h), d) for _ in range(3)) if lstm else (None,) * 3
+    hcur = np.array(h0.data, d, copy=True)
+    ccur = np.array(c0.data, d, copy=True) if lstm else None
+    for t in order:
+        m = sizes[t]
+        h_prev[t, :m] = hcur[:m]
+        hw = K.matmul(hcur[:m], wt)
         if lstm:
-            launch(K.kernel(R.lstm_fwd, dtype=d), gid[t], hw, b_hh.data, cp, hs[t], cs[t],
-                   acts[t], tcs[t])
-            cp = cs[t]
+            c_prev[t, :m] = ccur[:m]
+            launch(K.kernel(R.lstm_fwd, dtype=d), gid[t, :m], hw, b_hh.data, c_prev[t, :m],
+                   hs[t, :m], cs[t, :m], acts[t, :m], tcs[t, :m])
+            ccur[:m] = cs[t, :m]
         else:
-            launch(K.kernel(R.gru_fwd, dtype=d), gid[t], hw, b_hh.data, hp, hs[t], acts[t])
-        hp = hs[t]
-    h_prev = np.concatenate([h0.data[None], hs[:-1]])  # h_{t-1} per step (data movement)
-    c_prev = np.concatenate([c0.data[None], cs[:-1]]) if lstm else None
+            launch(K.kernel(R.gru_fwd, dtype=d), gid[t, :m], hw, b_hh.data, h_prev[t, :m],
+                   hs[t, :m], acts[t, :m])
+        hcur[:m] = hs[t, :m]
+    back = list(reversed(order))
 
     def bwd(g):
         g = np.ascontiguousarray(g)
         if lstm:
-            return _lstm_bwd(g[..., :h], g[..., h:], acts, c_prev, tcs, h_prev, w_hh)
-        return _gru_bwd(g, acts, h_prev, w_hh)
-    out = np.concatenate([hs, cs], axis=2) if lstm else hs
+            return _lstm_bwd(g, acts, c_prev, tcs, h_prev, w_hh, sizes, back)
+        return _gru_bwd(g, acts, h_prev, w_hh, sizes, back)
+    out = np.concatenate([hs, hcur[None]])
+    if lstm:
+        out = np.concatenate([out, np.concatenate([cs, ccur[None]])], axis=2)
     parents = (gi, h0, c0, w_hh, b_hh) if lstm else (gi, h0, w_hh, b_hh)
     return record(out, parents, bwd, kind)
 
@@ -64,119 +83,186 @@ def _weight_grads(dgh: np.ndarray, h_prev: np.ndarray):
         rows, (0,), "sum", False)
 
 
-def _lstm_bwd(gh_out, gc_out, acts, c_prev, tcs, h_prev, w_hh):
+def _lstm_bwd(g, acts, c_prev, tcs, h_prev, w_hh, sizes, back):
+    """Steps in `back` order; the final states' gradients (g[T]) enter as the carries."""
     steps, n, h = h_prev.shape
     d = h_prev.dtype
-    dg = np.empty((steps, n, 4 * h), d)
-    dh, dc = np.zeros((n, h), d), np.zeros((n, h), d)
-    gh_out, gc_out = np.ascontiguousarray(gh_out), np.ascontiguousarray(gc_out)
-    for t in range(steps - 1, -1, -1):
-        dc_prev = np.empty((n, h), d)
-        launch(K.kernel(R.lstm_bwd, dtype=d), gh_out[t], dh, gc_out[t], dc, acts[t],
-               c_prev[t], tcs[t], dg[t], dc_prev)
-        dh, dc = K.matmul(dg[t], w_hh.data), dc_prev
+    gh, gc = np.ascontiguousarray(g[..., :h]), np.ascontiguousarray(g[..., h:])
+    dg = np.zeros((steps, n, 4 * h), d)
+    dh, dc = gh[steps].copy(), gc[steps].copy()
+    for t in back:
+        m = sizes[t]
+        dc_prev = np.empty((m, h), d)
+        launch(K.kernel(R.lstm_bwd, dtype=d), gh[t, :m], dh[:m], gc[t, :m], dc[:m],
+               acts[t, :m], c_prev[t, :m], tcs[t, :m], dg[t, :m], dc_prev)
+        dh[:m], dc[:m] = K.matmul(dg[t, :m], w_hh.data), dc_prev
     dw, db = _weight_grads(dg, h_prev)
     return dg, dh, dc, dw, db
 
 
-def _gru_bwd(g, acts, h_prev, w_hh):
+def _gru_bwd(g, acts, h_prev, w_hh, sizes, back):
     steps, n, h = h_prev.shape
     d = h_prev.dtype
-    dgi, dgh = np.empty((steps, n, 3 * h), d), np.empty((steps, n, 3 * h), d)
-    dhm, dhz = np.zeros((n, h), d), np.zeros((n, h), d)
-    for t in range(steps - 1, -1, -1):
-        dhp = np.empty((n, h), d)
-        launch(K.kernel(R.gru_bwd, dtype=d), g[t], dhm, dhz, acts[t], h_prev[t], dgi[t],
-               dgh[t], dhp)
-        dhm, dhz = K.matmul(dgh[t], w_hh.data), dhp
+    dgi, dgh = np.zeros((steps, n, 3 * h), d), np.zeros((steps, n, 3 * h), d)
+    dhm, dhz = np.zeros((n, h), d), g[steps].copy()
+    for t in back:
+        m = sizes[t]
+        dhp = np.empty((m, h), d)
+        launch(K.kernel(R.gru_bwd, dtype=d), g[t, :m], dhm[:m], dhz[:m], acts[t, :m],
+               h_prev[t, :m], dgi[t, :m], dgh[t, :m], dhp)
+        dhm[:m], dhz[:m] = K.matmul(dgh[t, :m], w_hh.data), dhp
     dw, db = _weight_grads(dgh, h_prev)
     return dgi, K.binary(dhm, dhz, "add"), dw, db
 
 
 class _Recurrent(Module):
     """The layers and parameters shared by LSTM and GRU (torch's names: weight_ih_l0,
-    weight_hh_l0, bias_ih_l0, bias_hh_l0, ...; U(-1/sqrt(H), 1/sqrt(H)) initialisation)."""
+    weight_hh_l0, bias_ih_l0, bias_hh_l0, then the same with _reverse when bidirectional,
+    then layer 1 ...; U(-1/sqrt(H), 1/sqrt(H)) initialisation)."""
 
     kind = "lstm"
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
-                 bias: bool = True, batch_first: bool = False, dtype=np.float32):
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, dtype=np.float32):
         super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise model_error(f"{type(self).__name__}: dropout must be in [0, 1); got "
+                              f"{dropout}")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dtype = bias, batch_first, np.dtype(dtype)
+        self.dropout, self.bidirectional = float(dropout), bool(bidirectional)
         g, bound = GATES[self.kind] * hidden_size, 1.0 / np.sqrt(hidden_size)
         for k in range(num_layers):
-            inp = input_size if k == 0 else hidden_size
-            setattr(self, f"weight_ih_l{k}", Parameter(init.uniform((g, inp), bound, dtype)))
-            setattr(self, f"weight_hh_l{k}",
-                    Parameter(init.uniform((g, hidden_size), bound, dtype)))
-            if bias:
-                setattr(self, f"bias_ih_l{k}", Parameter(init.uniform((g,), bound, dtype)))
-                setattr(self, f"bias_hh_l{k}", Parameter(init.uniform((g,), bound, dtype)))
+            inp = input_size if k == 0 else hidden_size * self.directions
+            for sfx in self._suffixes(k):
+                setattr(self, f"weight_ih{sfx}", Parameter(init.uniform((g, inp), bound, dtype)))
+                setattr(self, f"weight_hh{sfx}",
+                        Parameter(init.uniform((g, hidden_size), bound, dtype)))
+                if bias:
+                    setattr(self, f"bias_ih{sfx}", Parameter(init.uniform((g,), bound, dtype)))
+                    setattr(self, f"bias_hh{sfx}", Parameter(init.uniform((g,), bound, dtype)))
+
+    @property
+    def directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    def _suffixes(self, k: int) -> list[str]:
+        return [f"_l{k}", f"_l{k}_reverse"][:self.directions]
 
     def extra_repr(self) -> str:
         return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
-                f"batch_first={self.batch_first}")
+                f"batch_first={self.batch_first}"
+                + (f", dropout={self.dropout}" if self.dropout else "")
+                + (", bidirectional=True" if self.bidirectional else ""))
 
-    def _state(self, given, n: int, what: str) -> Tensor:
-        want = (self.num_layers, n, self.hidden_size)
+    def _state(self, given, n: int, what: str, order) -> Tensor:
+        want = (self.num_layers * self.directions, n, self.hidden_size)
         if given is None:
             return Tensor(np.zeros(want, self.dtype))
         given = as_input(self, given, self.dtype)
         if given.shape != want:
             raise model_error(f"{self!r}: expected {what} of shape {want}; got {given.shape}",
-                              hint="(num_layers, batch, hidden_size)")
-        return given
+                              hint="(num_layers * num_directions, batch, hidden_size)")
+        return given if order is None else _take_batch(given, order)
 
-    def _run(self, x, h0: Tensor, c0: Tensor | None):
-        """The output sequence (T, N, H) and each layer's last h (and c)."""
+    def _direction(self, x: Tensor, sfx: str, h0, c0, sizes, reverse: bool) -> Tensor:
+        b_hh = getattr(self, f"bias_hh{sfx}", None)
+        if b_hh is None:
+            b_hh = Tensor(np.zeros((GATES[self.kind] * self.hidden_size,), self.dtype))
+        gi = F.linear(x, getattr(self, f"weight_ih{sfx}"), getattr(self, f"bias_ih{sfx}", None),
+                      who=repr(self))
+        return recurrence(self.kind, gi, h0, c0, getattr(self, f"weight_hh{sfx}"), b_hh,
+                          sizes, reverse)
+
+    def _run(self, x: Tensor, h0: Tensor, c0: Tensor | None, sizes):
+        """The output sequence (T, N, D*H) and each layer and direction's final h (and c)."""
         hs, cs = [], []
-        h = self.hidden_size
+        steps, h = x.shape[0], self.hidden_size
         for k in range(self.num_layers):
-            b_hh = getattr(self, f"bias_hh_l{k}", None)
-            b_hh = b_hh if b_hh is not None else Tensor(np.zeros((GATES[self.kind] * h,),
-                                                                 self.dtype))
-            gi = F.linear(x, getattr(self, f"weight_ih_l{k}"), getattr(self, f"bias_ih_l{k}",
-                                                                       None), who=repr(self))
-            out = recurrence(self.kind, gi, h0[k], None if c0 is None else c0[k],
-                             getattr(self, f"weight_hh_l{k}"), b_hh)
-            x = out if c0 is None else out[:, :, :h]
-            hs.append(x[-1].reshape(1, -1, h))
-            if c0 is not None:
-                cs.append(out[-1, :, h:].reshape(1, -1, h))
+            outs = []
+            for d, sfx in enumerate(self._suffixes(k)):
+                i = k * self.directions + d
+                out = self._direction(x, sfx, h0[i], None if c0 is None else c0[i], sizes,
+                                      reverse=d == 1)
+                outs.append(out[:steps, :, :h] if c0 is not None else out[:steps])
+                hs.append(out[steps:, :, :h])
+                if c0 is not None:
+                    cs.append(out[steps:, :, h:])
+            x = outs[0] if len(outs) == 1 else cat(outs, dim=2)
+            if self.dropout and self.training and k < self.num_layers - 1:
+                x = F.dropout(x, self.dropout)
         return x, cat(hs, dim=0), (cat(cs, dim=0) if cs else None)
 
-    def _input(self, x) -> Tensor:
+    def _input(self, x):
+        """(T, N, input_size) time-major input, the batch sizes per step (None: all
+        running) and the packed input's sorted_indices, or None."""
+        if isinstance(x, PackedSequence):
+            return self._unpack(x)
         x = as_input(self, x, self.dtype)
         if x.ndim != 3 or x.shape[2] != self.input_size:
             order = "(N, T, input_size)" if self.batch_first else "(T, N, input_size)"
             raise model_error(f"{self!r}: expected input of shape {order} with input_size="
-                              f"{self.input_size}; got {x.shape}")
-        return x.permute((1, 0, 2)) if self.batch_first else x
+                              f"{self.input_size}; got {x.shape}",
+                              hint="variable lengths: pass a PackedSequence "
+                                   "(nn.utils.rnn.pack_padded_sequence)")
+        return (x.permute((1, 0, 2)) if self.batch_first else x), None, None
 
-    def _output(self, y: Tensor) -> Tensor:
+    def _unpack(self, p: PackedSequence):
+        data = as_input(self, p.data, self.dtype)
+        if data.ndim != 2 or data.shape[1] != self.input_size:
+            raise model_error(f"{self!r}: expected packed data of shape (steps, "
+                              f"{self.input_size}); got {data.shape}")
+        sizes = np.asarray(p.batch_sizes)
+        steps, n = len(sizes), int(sizes[0])
+        rows = scatter_rows(data, packed_index(sizes, np.arange(n), n), steps * n)
+        return rows.reshape((steps, n, self.input_size)), sizes, p.sorted_indices
+
+    def _output(self, y: Tensor, packed) -> Tensor | PackedSequence:
+        if packed is not None:
+            sizes = packed.batch_sizes
+            n = int(sizes[0])
+            flat = y.reshape((y.shape[0] * n, y.shape[2]))
+            return PackedSequence(gather_rows(flat, packed_index(sizes, np.arange(n), n)),
+                                  sizes, packed.sorted_indices, packed.unsorted_indices)
         return y.permute((1, 0, 2)) if self.batch_first else y
+
+    def _final(self, state: Tensor, packed) -> Tensor:
+        """A final state (L*D, N, H) in the caller's batch order."""
+        if packed is None or packed.unsorted_indices is None:
+            return state
+        return _take_batch(state, packed.unsorted_indices)
+
+
+def _take_batch(state: Tensor, order) -> Tensor:
+    """state[:, order] for a permutation `order` of the batch (a differentiable move)."""
+    moved = state.permute((1, 0, 2))
+    return gather_rows(moved, np.asarray(order)).permute((1, 0, 2))
 
 
 class LSTM(_Recurrent):
-    """forward(x, (h0, c0)=None) -> (output, (h_n, c_n)) as torch.nn.LSTM."""
+    """forward(x, (h0, c0)=None) -> (output, (h_n, c_n)) as torch.nn.LSTM; x may be a
+    PackedSequence (the output is one then, and h_n, c_n hold each sequence's last step)."""
 
     kind = "lstm"
 
     def forward(self, x, hx=None):
-        x = self._input(x)
+        packed = x if isinstance(x, PackedSequence) else None
+        x, sizes, order = self._input(x)
         h0, c0 = (None, None) if hx is None else hx
-        h0, c0 = self._state(h0, x.shape[1], "h0"), self._state(c0, x.shape[1], "c0")
-        y, hn, cn = self._run(x, h0, c0)
-        return self._output(y), (hn, cn)
+        h0, c0 = self._state(h0, x.shape[1], "h0", order), self._state(c0, x.shape[1], "c0",
+                                                                          order)
+        y, hn, cn = self._run(x, h0, c0, sizes)
+        return self._output(y, packed), (self._final(hn, packed), self._final(cn, packed))
 
 
 class GRU(_Recurrent):
-    """forward(x, h0=None) -> (output, h_n) as torch.nn.GRU."""
+    """forward(x, h0=None) -> (output, h_n) as torch.nn.GRU (PackedSequence input too)."""
 
     kind = "gru"
 
     def forward(self, x, hx=None):
-        x = self._input(x)
-        y, hn, _ = self._run(x, self._state(hx, x.shape[1], "h0"), None)
-        return self._output(y), hn
+        packed = x if isinstance(x, PackedSequence) else None
+        x, sizes, order = self._input(x)
+        y, hn, _ = self._run(x, self._state(hx, x.shape[1], "h0", order), None, sizes)
+        return self._output(y, packed), self._final(hn, packed)
