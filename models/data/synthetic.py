@@ -1,6 +1,6 @@
 """Seeded synthetic data for the models real packaged data sets do not cover: CIFAR-like
-shape images, sequence tasks (copy, reverse, parity), click logs for recommenders and
-random graphs (stochastic block model) for graph networks.
+shape images, sequence tasks (copy, reverse, parity, reverse tagging), point sets, click
+logs for recommenders and random graphs (stochastic block model) for graph networks.
 
 Every generator takes a seed and returns numpy arrays; the same seed gives the same bits.
 """
@@ -109,3 +109,32 @@ def random_graph(n_nodes: int = 300, classes: int = 3, p_in: float = 0.05,
     train[rng.permutation(n_nodes)[:int(n_nodes * train_fraction)]] = True
     return {"adjacency": adj, "features": x.astype(np.float32),
             "labels": labels.astype(np.int64), "train_mask": train}
+
+
+def reverse_tagging(n: int, length: int = 8, vocab: int = 8, min_length: int = 2,
+                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token sequences of random lengths in [min_length, length] padded with 0 (n, length)
+    int64, their lengths (n,) int64 and per-token targets (n, length): each sequence
+    reversed within its own length (0 past it). Tagging token t needs token L-1-t: a
+    tagger must read both directions."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(min_length, length + 1, n)
+    x = rng.integers(0, vocab, (n, length))
+    pos = np.arange(length)[None, :]
+    x = np.where(pos < lengths[:, None], x, 0)
+    src = np.clip(lengths[:, None] - 1 - pos, 0, length - 1)
+    y = np.where(pos < lengths[:, None], np.take_along_axis(x, src, axis=1), 0)
+    return x.astype(np.int64), lengths.astype(np.int64), y.astype(np.int64)
+
+
+def point_sets(n: int, points: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """2-d point clouds (n, points, 2) float32 of 3 classes (n,) int64: a circle (0), a
+    square's outline (1), a segment (2); random scale in [0.5, 1.5], noise 0.05."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    t = rng.uniform(0, 2 * np.pi, (n, points))
+    circle = np.stack([np.cos(t), np.sin(t)], -1)
+    shapes = np.stack([circle, np.clip(1.4 * circle, -1, 1),
+                       np.stack([np.cos(t), np.zeros_like(t)], -1)])
+    pts = shapes[y, np.arange(n)] * rng.uniform(0.5, 1.5, (n, 1, 1))
+    return (pts + 0.05 * rng.standard_normal(pts.shape)).astype(np.float32), y.astype(np.int64)

@@ -1,7 +1,7 @@
 """Recommenders for click logs (tilepy.models.data.synthetic.click_logs): matrix
 factorisation, P(click) = sigmoid(u . v + b_item), with user and item Embeddings and the
 dot product as a product and a sum; neural collaborative filtering (an MLP over the
-concatenated embeddings); a Deep & Cross Network; DLRM over embedding bags. `click_loss`
+concatenated embeddings); a Deep & Cross Network; DLRM over embedding bags; DeepFM. `click_loss`
 is the binary cross-entropy, computed as cross_entropy over the logits (0, z) so the
 fused, stable softmax kernel does the work.
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.models import Tensor, cat, nn
+from tilepy.models import Parameter, Tensor, cat, nn
+from tilepy.models.errors import model_error
 
 F = nn.functional
 
@@ -140,3 +141,38 @@ class DLRM(nn.Module):
 def dlrm(tables=(200, 100, 100), dim: int = 8, n_dense: int = 0, hidden: int = 32,
          dtype=np.float32) -> DLRM:
     return DLRM(tables, dim, n_dense, hidden, dtype)
+
+
+class DeepFM(nn.Module):
+    """DeepFM (Guo et al. 2017): one categorical id per field; the logit is a bias, plus
+    each field's first-order weight, plus the factorisation machine's pairwise term
+    sum_{f<g} <v_f, v_g> = 0.5 * sum_d ((sum_f v_fd)^2 - sum_f v_fd^2), plus an MLP over
+    the concatenated embeddings v_f (shared with the FM part). forward(fields: one (N,) id
+    array per field) -> (N,) logits."""
+
+    def __init__(self, fields=(200, 100), dim: int = 8, hidden: int = 32,
+                 dtype=np.float32):
+        super().__init__()
+        self.embed = nn.Sequential(*[nn.Embedding(n, dim, dtype=dtype) for n in fields])
+        self.first = nn.Sequential(*[nn.Embedding(n, 1, dtype=dtype) for n in fields])
+        self.bias = Parameter(np.zeros((1,), dtype))
+        self.deep = nn.Sequential(nn.Linear(len(fields) * dim, hidden, dtype=dtype),
+                                  nn.ReLU(), nn.Linear(hidden, hidden, dtype=dtype),
+                                  nn.ReLU(), nn.Linear(hidden, 1, dtype=dtype))
+
+    def forward(self, fields):
+        if len(fields) != len(self.embed):
+            raise model_error(f"DeepFM: expected {len(self.embed)} id arrays (one per "
+                              f"field); got {len(fields)}")
+        vs = [e(ids) for e, ids in zip(self.embed.children(), fields)]
+        n, d = vs[0].shape
+        v = cat([x.reshape(n, 1, d) for x in vs], dim=1)  # (N, F, d)
+        s = v.sum(1)
+        fm = (s * s - (v * v).sum(1)).sum(1) * 0.5
+        first = cat([w(ids) for w, ids in zip(self.first.children(), fields)], dim=1).sum(1)
+        deep = self.deep(v.reshape(n, -1)).reshape(-1)
+        return fm + first + deep + self.bias
+
+
+def deepfm(fields=(200, 100), dim: int = 8, hidden: int = 32, dtype=np.float32) -> DeepFM:
+    return DeepFM(fields, dim, hidden, dtype)

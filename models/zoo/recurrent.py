@@ -1,6 +1,7 @@
-"""Sequence classifiers: a GRU whose cell is composed of existing ops (two Linears, sigmoid,
-tanh, products and sums), unrolled over time in Python; an LSTM on nn.LSTM (fused gate
-kernels, backward through time in one graph node).
+"""Sequence models: classifiers (a GRU whose cell is composed of existing ops (two Linears,
+sigmoid, tanh, products and sums), unrolled over time in Python; an LSTM on nn.LSTM: fused
+gate kernels, backward through time in one graph node), a bidirectional-LSTM tagger over
+packed sequences and a GRU encoder-decoder.
 
 GRU (PyTorch's gate order r, z, n): r = sigmoid(W_ir x + W_hr h), z = sigmoid(W_iz x +
 W_hz h), n = tanh(W_in x + r * (W_hn h)), h' = (1 - z) * n + z * h.
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.models import Tensor, nn
+from tilepy.models import Tensor, nn, no_grad
+from tilepy.models.nn.utils import rnn
 from tilepy.models.zoo.checks import expect_shape
 
 
@@ -83,3 +85,91 @@ def lstm_classifier(vocab: int = 2, classes: int = 2, embed: int = 8, hidden: in
                     layers: int = 1, in_features: int | None = None,
                     dtype=np.float32) -> LSTMClassifier:
     return LSTMClassifier(vocab, classes, embed, hidden, layers, in_features, dtype)
+
+
+class BiLSTMTagger(nn.Module):
+    """A sequence tagger: (N, T) token codes (and their lengths) -> (N, T, tags) logits.
+    Embedding, a bidirectional nn.LSTM (over packed sequences when lengths are given, so
+    the reverse direction starts at each sequence's own last token), a Linear on both
+    directions' states per token. Positions past a length get zero states."""
+
+    def __init__(self, vocab: int, tags: int, embed: int = 16, hidden: int = 32,
+                 layers: int = 1, dtype=np.float32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, embed, dtype=dtype)
+        self.lstm = nn.LSTM(embed, hidden, num_layers=layers, batch_first=True,
+                            bidirectional=True, dtype=dtype)
+        self.head = nn.Linear(2 * hidden, tags, dtype=dtype)
+
+    def forward(self, idx, lengths=None):
+        expect_shape("BiLSTMTagger", idx, (None, None), hint="a batch of token sequences")
+        e = self.embed(idx)
+        if lengths is None:
+            y, _ = self.lstm(e)
+        else:
+            packed = rnn.pack_padded_sequence(e, lengths, batch_first=True,
+                                              enforce_sorted=False)
+            y, _ = rnn.pad_packed_sequence(self.lstm(packed)[0], batch_first=True,
+                                           total_length=e.shape[1])
+        return self.head(y)
+
+
+def bilstm_tagger(vocab: int = 8, tags: int = 8, embed: int = 16, hidden: int = 32,
+                  layers: int = 1, dtype=np.float32) -> BiLSTMTagger:
+    return BiLSTMTagger(vocab, tags, embed, hidden, layers, dtype)
+
+
+def sequence_loss(logits: Tensor, targets, lengths=None) -> Tensor:
+    """Mean cross-entropy over the tokens of (N, T, C) logits within each sequence's
+    length (all T without lengths)."""
+    n, steps, c = logits.shape
+    flat, y = logits.reshape(n * steps, c), np.asarray(targets).reshape(-1)
+    if lengths is None:
+        return nn.functional.cross_entropy(flat, y)
+    keep = np.flatnonzero((np.arange(steps)[None, :] < np.asarray(lengths)[:, None]).ravel())
+    return nn.functional.cross_entropy(rnn.gather_rows(flat, keep), y[keep])
+
+
+class GRUSeq2Seq(nn.Module):
+    """An encoder-decoder without attention (Cho et al. 2014, Sutskever et al. 2014): a GRU
+    reads the source; its final state starts a GRU decoder fed the target shifted right
+    (teacher forcing; the start token is code `vocab`); a Linear gives each target step's
+    logits. forward(src (N, S), tgt (N, T)) -> (N, T, vocab); generate() decodes greedily."""
+
+    def __init__(self, vocab: int, embed: int = 16, hidden: int = 32, dtype=np.float32):
+        super().__init__()
+        self.vocab = vocab
+        self.src_embed = nn.Embedding(vocab, embed, dtype=dtype)
+        self.tgt_embed = nn.Embedding(vocab + 1, embed, dtype=dtype)
+        self.encoder = nn.GRU(embed, hidden, batch_first=True, dtype=dtype)
+        self.decoder = nn.GRU(embed, hidden, batch_first=True, dtype=dtype)
+        self.head = nn.Linear(hidden, vocab, dtype=dtype)
+
+    def _encode(self, src):
+        expect_shape("GRUSeq2Seq source", src, (None, None), hint="(N, S) token codes")
+        return self.encoder(self.src_embed(src))[1]
+
+    def forward(self, src, tgt):
+        h = self._encode(src)
+        tgt = np.asarray(tgt)
+        expect_shape("GRUSeq2Seq target", tgt, (len(tgt), None), hint="(N, T) token codes")
+        start = np.full((len(tgt), 1), self.vocab, tgt.dtype)
+        y, _ = self.decoder(self.tgt_embed(np.concatenate([start, tgt[:, :-1]], axis=1)), h)
+        return self.head(y)
+
+    def generate(self, src, steps: int) -> np.ndarray:
+        """Greedy decoding: (N, steps) token codes, each step fed the previous choice."""
+        with no_grad():
+            h = self._encode(src)
+            tok = np.full((len(h.data[0]), 1), self.vocab, np.int64)
+            out = []
+            for _ in range(steps):
+                y, h = self.decoder(self.tgt_embed(tok), h)
+                tok = self.head(y).numpy().argmax(-1)
+                out.append(tok[:, 0])
+        return np.stack(out, axis=1)
+
+
+def gru_seq2seq(vocab: int = 8, embed: int = 16, hidden: int = 32,
+                dtype=np.float32) -> GRUSeq2Seq:
+    return GRUSeq2Seq(vocab, embed, hidden, dtype)

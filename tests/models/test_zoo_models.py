@@ -12,6 +12,7 @@ import tilepy
 from tilepy.models import Tensor, nn, optim, zoo
 from tilepy.models.data import datasets, synthetic
 from tilepy.models.errors import ModelError
+from tilepy.models.nn.utils.rnn import gather_rows
 
 F = nn.functional
 
@@ -429,6 +430,18 @@ _JIT_CASES = {
              lambda m, bags, label: zoo.click_loss(m(bags), label)),
     "lstm_classifier": (lambda: zoo.lstm_classifier(5, 4, layers=2),
                         (_RNG.integers(0, 5, (3, 6)), _RNG.integers(0, 4, 3)), _xent),
+    "bilstm_tagger": (lambda: zoo.bilstm_tagger(6, 6, 4, 4),
+                      synthetic.reverse_tagging(3, length=5, vocab=6, seed=2),
+                      lambda m, x, n, y: zoo.sequence_loss(m(x, n), y, n)),
+    "gru_seq2seq": (lambda: zoo.gru_seq2seq(5, 4, 4),
+                    synthetic.sequence_task("reverse", 3, length=4, vocab=5, seed=2),
+                    lambda m, x, y: zoo.sequence_loss(m(x, y), y)),
+    "gat": (lambda: zoo.gat(16, 4, 3, dropout=0.1),
+            (_RNG.standard_normal((10, 16)).astype(np.float32), _RNG.integers(0, 3, 10)),
+            lambda m, x, y: F.cross_entropy(m(zoo.attention_mask(np.ones((10, 10))), x), y)),
+    "deepfm": (lambda: zoo.deepfm((6, 5), dim=4), (np.arange(4), np.arange(4) % 5,
+                                                  np.array([0, 1, 1, 0], np.float32)),
+               lambda m, u, i, label: zoo.click_loss(m([u, i]), label)),
 }
 
 
@@ -474,3 +487,80 @@ def test_lstm_classifier_recalls_the_first_token():
     opt = optim.Adam(model.parameters(), lr=2e-2)
     _falls(_train(model, lambda: F.cross_entropy(model(x), y), opt, 6), np.log(4))
     assert np.all(np.abs(model.embed.weight.grad[:4]).sum(axis=1) > 0)
+
+
+def test_bilstm_tagger_on_reverse_tagging():
+    x, lengths, y = synthetic.reverse_tagging(8, length=6, vocab=6, seed=0)
+    nn.manual_seed(0)
+    model = zoo.bilstm_tagger(6, 6, embed=8, hidden=8)
+    opt = optim.Adam(model.parameters(), lr=3e-2)
+    loss = lambda: zoo.sequence_loss(model(x, lengths), y, lengths)  # noqa: E731
+    _falls(_train(model, loss, opt, 6), np.log(6))
+    with tilepy.backend("interp"):  # a token past its sequence's length changes nothing
+        x2 = x.copy()
+        x2[lengths < 6, -1] = 5
+        same = model(x2, lengths).numpy()
+        np.testing.assert_array_equal(same, model(x, lengths).numpy())
+
+
+def test_gru_seq2seq_on_reversal():
+    x, y = synthetic.sequence_task("reverse", 8, length=5, vocab=5, seed=0)
+    nn.manual_seed(0)
+    model = zoo.gru_seq2seq(5, embed=8, hidden=16)
+    opt = optim.Adam(model.parameters(), lr=3e-2)
+    loss = lambda: zoo.sequence_loss(model(x, y), y)  # noqa: E731
+    _falls(_train(model, loss, opt, 5), np.log(5))
+    with tilepy.backend("interp"):
+        assert model.generate(x[:2], 5).shape == (2, 5)
+
+
+def test_gat_on_random_graph():
+    g = synthetic.random_graph(n_nodes=80, p_in=0.15, p_out=0.01, seed=0)
+    mask, train = zoo.attention_mask(g["adjacency"]), g["train_mask"]
+    nn.manual_seed(0)
+    model = zoo.gat(16, 8, 3, heads=2, dropout=0.0)
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    idx = np.flatnonzero(train)
+
+    def loss():
+        return F.cross_entropy(gather_rows(model(mask, g["features"]), idx), g["labels"][idx])
+    _falls(_train(model, loss, opt, 6), np.log(3))
+    with tilepy.backend("interp"):  # two layers: node 0 sees its 2-hop neighbourhood only
+        near = (g["adjacency"] + np.eye(80)) @ (g["adjacency"] + np.eye(80))
+        far = np.flatnonzero(near[0] == 0)
+        assert len(far) > 40
+        x2 = g["features"].copy()
+        x2[far] += 1.0
+        np.testing.assert_array_equal(model(mask, x2).numpy()[0],
+                                      model(mask, g["features"]).numpy()[0])
+
+
+def test_deepfm_on_click_logs():
+    c = synthetic.click_logs(256, seed=1)
+    nn.manual_seed(0)
+    model = zoo.deepfm((200, 100), dim=8)
+    opt = optim.Adam(model.parameters(), lr=3e-2)
+    p = float(c["label"].mean())
+    entropy = -(p * np.log(p) + (1 - p) * np.log(1 - p))
+    loss = lambda: zoo.click_loss(model([c["user"], c["item"]]), c["label"])  # noqa: E731
+    _falls(_train(model, loss, opt, 6), entropy)
+
+
+def test_every_zoo_model_has_a_training_recipe():
+    from tilepy.models.zoo.recipes import RECIPES
+
+    helpers = {"attention_mask", "click_loss", "mean_adjacency", "mse_loss",
+               "normalized_adjacency", "sequence_loss", "vae_loss"}
+    assert set(RECIPES) == set(zoo.__all__) - helpers
+    assert len(RECIPES) >= 30
+
+
+def test_train_runs_a_recipe_and_reports_against_its_target():
+    pytest.importorskip("sklearn")
+    from tilepy.models.zoo import train
+
+    with tilepy.backend("interp"):
+        r = train.train("softmax_regression", epochs=30, progress=False)
+    assert r["steps"] == 30 and r["metric"] == "test accuracy" and r["target"] == 0.9
+    assert r["value"] > 0.8 and r["met"] == (r["value"] >= 0.9)
+    assert "softmax_regression: test accuracy" in train._report(r, lower=False)
