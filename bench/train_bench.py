@@ -1,10 +1,13 @@
-"""Training-step benchmark: steps/s of an MLP 64-256-256-10 (batch 64, softmax
-cross-entropy; SGD with momentum, and Adam) on tilepy.models (JIT, exact mode) beside PyTorch CPU at
-the same thread count, with tilepy's step split into kernel time and the rest (Python:
-autograd, glue, launch dispatch). Also: LeNet-5 (8x8 digits variant) with `--lenet`.
+"""Training-step benchmark: steps/s of an MLP 64-256-256-10, LeNet-5 (8x8 digits variant)
+and a transformer block d=64 (batch 64, softmax cross-entropy; SGD with momentum, and
+Adam) on tilepy.models (JIT, exact mode) beside PyTorch CPU at the same thread count, with
+tilepy's step split into kernel time and the rest (Python: autograd, glue, launch
+dispatch). The transformer row: 64 sequences of 16 tokens, one pre-norm block (4 heads,
+feed-forward 256, GELU; torch's TransformerEncoderLayer with norm_first=True), the mean
+over the tokens, Linear(64, 10).
 
-    .venv/bin/python bench/train_bench.py [--steps 200] [--rounds 5] [--threads 2] [--lenet]
-        [--fast]
+    .venv/bin/python bench/train_bench.py [--steps 200] [--rounds 5] [--threads 2]
+        [--models mlp,lenet,transformer] [--fast]
 
 Each side runs SGD with momentum 0.9 and Adam (tilepy.models.optim: one fused kernel
 launch per step). Rounds interleave the competitors; each prints the
@@ -34,6 +37,22 @@ from tilepy.models.kernels.launch import profile  # noqa: E402
 from tilepy.models.zoo import lenet5, mlp  # noqa: E402
 
 F = nn.functional
+SHAPES = {"mlp": (64,), "lenet": (1, 8, 8), "transformer": (16, 64)}
+
+
+class BlockClassifier(nn.Module):
+    """The transformer row's model: one pre-norm block, mean over tokens, a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = nn.TransformerBlock(64, 4, 256, activation="gelu")
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.head(self.block(x).mean(1))
+
+
+MAKERS = {"mlp": lambda: mlp(), "lenet": lenet5, "transformer": BlockClassifier}
 
 
 def _data(shape, batch=64, seed=0):
@@ -66,6 +85,12 @@ def torch_runner(kind, shape, adam=False):
         model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
                                     torch.nn.Linear(256, 256), torch.nn.ReLU(),
                                     torch.nn.Linear(256, 10))
+    elif kind == "transformer":
+        block = torch.nn.TransformerEncoderLayer(64, 4, 256, dropout=0.0, activation="gelu",
+                                                 batch_first=True, norm_first=True)
+        head = torch.nn.Linear(64, 10)
+        model = torch.nn.ModuleList([block, head])
+        forward = lambda x: head(block(x).mean(1))  # noqa: E731
     else:
         t = torch.nn
         model = t.Sequential(t.Conv2d(1, 6, 5, padding=2), t.ReLU(), t.MaxPool2d(2),
@@ -77,9 +102,11 @@ def torch_runner(kind, shape, adam=False):
     x, y = (torch.from_numpy(a) for a in _data(shape))
     y = y.long()
 
+    run = forward if kind == "transformer" else model
+
     def step():
         opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
+        torch.nn.functional.cross_entropy(run(x), y).backward()
         opt.step()
     return step
 
@@ -99,7 +126,7 @@ def split(step, n):
 
 
 def bench(kind, args):
-    make, shape = (lambda: mlp(), (64,)) if kind == "mlp" else (lenet5, (1, 8, 8))
+    make, shape = MAKERS[kind], SHAPES[kind]
     step = tilepy_runner(make, shape, fast=args.fast)
     t0 = time.perf_counter()
     step()
@@ -141,7 +168,9 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--lenet", action="store_true")
+    ap.add_argument("--models", default="mlp,lenet,transformer",
+                    help="comma-separated rows: mlp, lenet, transformer")
+    ap.add_argument("--lenet", action="store_true", help="(kept: LeNet is in the default)")
     ap.add_argument("--fast", action="store_true",
                     help="tilepy in the JIT's fast mode (FMA, BLAS; not bit-exact)")
     args = ap.parse_args()
@@ -150,9 +179,10 @@ def main() -> int:
     numba.set_num_threads(args.threads)
     print(f"threads: {args.threads}; load average {os.getloadavg()[0]:.2f}; tilepy "
           f"{'fast' if args.fast else 'exact'} mode")
-    bench("mlp", args)
-    if args.lenet:
-        bench("lenet", args)
+    for kind in args.models.split(","):
+        if kind not in SHAPES:
+            ap.error(f"unknown row {kind!r}; expected mlp, lenet or transformer")
+        bench(kind, args)
     return 0
 
 
