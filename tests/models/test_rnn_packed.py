@@ -155,6 +155,12 @@ def test_bidirectional_packed_module_matches_numpy(cls):
         np.testing.assert_allclose(tout.data.detach().numpy(), out.data.data, rtol=1e-10)
         th = tstate[0] if kind == "lstm" else tstate
         np.testing.assert_allclose(th.detach().numpy(), h.data, rtol=1e-10)
+        h0 = np.random.default_rng(7).standard_normal((4, 3, 3))  # given in batch order
+        hx = (h0, 0.5 * h0) if kind == "lstm" else h0
+        thx = tuple(map(torch.from_numpy, hx)) if kind == "lstm" else torch.from_numpy(h0)
+        ours, tout = m(packed, hx)[1], t(tp, thx)[1]
+        for a, b in zip(ours if kind == "lstm" else [ours], tout if kind == "lstm" else [tout]):
+            np.testing.assert_allclose(b.detach().numpy(), a.data, rtol=1e-10)
 
 
 def test_packed_module_gradients_match_finite_differences():
