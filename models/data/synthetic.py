@@ -1,5 +1,5 @@
 """Seeded synthetic data for the models real packaged data sets do not cover: CIFAR-like
-shape images, sequence tasks (copy, reverse, parity, reverse tagging), point sets, click
+shape images, sequence tasks (copy, reverse, parity, repeat tagging), point sets, click
 logs for recommenders and random graphs (stochastic block model) for graph networks.
 
 Every generator takes a seed and returns numpy arrays; the same seed gives the same bits.
@@ -111,20 +111,23 @@ def random_graph(n_nodes: int = 300, classes: int = 3, p_in: float = 0.05,
             "labels": labels.astype(np.int64), "train_mask": train}
 
 
-def reverse_tagging(n: int, length: int = 8, vocab: int = 8, min_length: int = 2,
-                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token sequences of random lengths in [min_length, length] padded with 0 (n, length)
-    int64, their lengths (n,) int64 and per-token targets (n, length): each sequence
-    reversed within its own length (0 past it). Tagging token t needs token L-1-t: a
-    tagger must read both directions."""
+def repeat_tagging(n: int, length: int = 8, vocab: int = 4, min_length: int = 2,
+                   seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token sequences of random lengths in [min_length, length] (n, length) int64, their
+    lengths (n,) int64 and per-token tags (n, length): 1 where a token equals its left or
+    right neighbour within its sequence, else 0 (0 past the length). Positions past a
+    length hold random tokens, so a tagger must stop each direction at the sequence's own
+    end (packed sequences) and read both directions."""
     rng = np.random.default_rng(seed)
     lengths = rng.integers(min_length, length + 1, n)
     x = rng.integers(0, vocab, (n, length))
-    pos = np.arange(length)[None, :]
-    x = np.where(pos < lengths[:, None], x, 0)
-    src = np.clip(lengths[:, None] - 1 - pos, 0, length - 1)
-    y = np.where(pos < lengths[:, None], np.take_along_axis(x, src, axis=1), 0)
-    return x.astype(np.int64), lengths.astype(np.int64), y.astype(np.int64)
+    inside = np.arange(length)[None, :] < lengths[:, None]
+    same = x[:, 1:] == x[:, :-1]
+    same &= inside[:, 1:]  # a pair counts when both tokens are inside
+    y = np.zeros((n, length), bool)
+    y[:, 1:] |= same
+    y[:, :-1] |= same
+    return x.astype(np.int64), lengths.astype(np.int64), (y & inside).astype(np.int64)
 
 
 def point_sets(n: int, points: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -158,7 +158,7 @@ def sort_task(make):
 def tagging(make):
     """Token accuracy over the tokens within each sequence's length."""
     def setup(seed):
-        x, n, y = synthetic.reverse_tagging(5000, length=8, vocab=8, seed=seed)
+        x, n, y = synthetic.repeat_tagging(5000, length=8, vocab=4, seed=seed)
         nn.manual_seed(seed)
         m = make()
         xt, nt, yt = x[4000:], n[4000:], y[4000:]
