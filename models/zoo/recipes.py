@@ -38,13 +38,13 @@ _ACC, _FVU, _NATS = "test accuracy", "test MSE / variance", "test loss (nats/cha
 _DIG, _IMG = "digits (1437 train, 360 test)", "shapes_images 3x8x8, 4 classes (4000/1000)"
 _CLICK = "click_logs: 20,000 events to train, 5,000 to test"
 _GRAPH = "random_graph: 300 nodes, 90 labelled, 210 to test"
-_TEXT = "char_corpus (Python's docs), windows of 16; 4096 sampled a epoch, 512 to test"
+_TEXT = "char_corpus (Python's docs), windows of 16: 4096 sampled once, 512 to test"
 
 RECIPES: dict[str, Recipe] = {
     "mlp": _r(_DIG, _ACC, 0.97, 20, 32, 2e-3, D.digits(lambda: zoo.mlp(), images=False)),
     "lenet5": _r(_DIG, _ACC, 0.97, 20, 32, 3e-3, D.digits(lambda: zoo.lenet5())),
     "mlp_mixer": _r(_DIG, _ACC, 0.95, 20, 32, 3e-3, D.digits(lambda: zoo.mlp_mixer())),
-    "vit_tiny": _r(_DIG, _ACC, 0.95, 20, 32, 3e-3, D.digits(lambda: zoo.vit_tiny())),
+    "vit_tiny": _r(_DIG, _ACC, 0.95, 40, 32, 3e-3, D.digits(lambda: zoo.vit_tiny())),
     "lstm_classifier": _r(_DIG + " as 8 rows of 8 pixels", _ACC, 0.97, 15, 32, 1e-2,
                           D.digit_rows(lambda: zoo.lstm_classifier(
                               classes=10, hidden=64, in_features=8))),
@@ -82,12 +82,13 @@ RECIPES: dict[str, Recipe] = {
     "gru_seq2seq": _r("sequence_task('reverse'), length 6, vocab 8 (4000/1000)",
                       "test token accuracy (greedy decoding)", 0.9, 20, 64, 1e-2,
                       D.seq2seq(lambda: zoo.gru_seq2seq(8, hidden=64))),
-    "char_mlp": _r(_TEXT, _NATS, 2.3, 8, 64, 3e-3, D.chars("mlp"), lower=True),
+    "char_mlp": _r(_TEXT.replace("4096", "65536"), _NATS, 2.3, 2, 64, 3e-3,
+                   D.chars("mlp", windows=65536), lower=True),
     "char_gpt": _r(_TEXT, _NATS, 2.3, 8, 64, 3e-3, D.chars("gpt"), lower=True),
     "char_llama": _r(_TEXT, _NATS, 2.3, 8, 64, 3e-3, D.chars("llama"), lower=True),
     "matrix_factorization": _r(_CLICK, _ACC, 0.68, 6, 256, 1e-2,
                                D.clicks(lambda: zoo.matrix_factorization(), "pair")),
-    "neural_cf": _r(_CLICK, _ACC, 0.68, 6, 256, 1e-2,
+    "neural_cf": _r(_CLICK, _ACC, 0.68, 4, 256, 1e-2,
                     D.clicks(lambda: zoo.neural_cf(), "pair")),
     "deep_cross": _r(_CLICK, _ACC, 0.68, 6, 256, 1e-2,
                      D.clicks(lambda: zoo.deep_cross(), "pair")),

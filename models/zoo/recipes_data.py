@@ -181,14 +181,15 @@ def seq2seq(make):
     return setup
 
 
-def chars(kind: str):
-    """Next-character loss (nats per character) on 512 test windows; extra: the unigram
-    entropy of the test text (the best input-blind prediction)."""
+def chars(kind: str, windows: int = 4096):
+    """Next-character loss (nats per character) on 512 test windows, training on `windows`
+    sampled windows; extra: the unigram entropy of the test text (the best input-blind
+    prediction)."""
     def setup(seed):
         train, test = datasets.char_corpus(block_size=16)
         vocab = len(train.vocab)
         rng = np.random.default_rng(seed)
-        starts = rng.integers(0, len(train), 4096)
+        starts = rng.integers(0, len(train), windows)
         xtr, ytr = train.take(starts)
         xte, yte = test.take(np.linspace(0, len(test) - 1, 512).astype(np.int64))
         nn.manual_seed(seed)
