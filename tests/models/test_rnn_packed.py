@@ -161,6 +161,12 @@ def test_bidirectional_packed_module_matches_numpy(cls):
         ours, tout = m(packed, hx)[1], t(tp, thx)[1]
         for a, b in zip(ours if kind == "lstm" else [ours], tout if kind == "lstm" else [tout]):
             np.testing.assert_allclose(b.detach().numpy(), a.data, rtol=1e-10)
+        w = np.random.default_rng(8).standard_normal(out.data.shape)  # parameter gradients
+        (out.data * Tensor(w)).sum().backward()
+        (t(tp)[0].data * torch.from_numpy(w)).sum().backward()
+        for (name, p), (tname, tp_) in zip(m.named_parameters(), t.named_parameters()):
+            assert name == tname
+            np.testing.assert_allclose(p.grad, tp_.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
 def test_packed_module_gradients_match_finite_differences():
