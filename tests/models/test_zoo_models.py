@@ -489,7 +489,7 @@ def test_lstm_classifier_recalls_the_first_token():
     assert np.all(np.abs(model.embed.weight.grad[:4]).sum(axis=1) > 0)
 
 
-def test_bilstm_tagger_on_reverse_tagging():
+def test_bilstm_tagger_on_repeat_tagging():
     x, lengths, y = synthetic.repeat_tagging(8, length=6, vocab=4, seed=0)
     assert y[0].tolist() == [int(lengths[0] > t and (
         (t > 0 and x[0, t] == x[0, t - 1]) or (t + 1 < lengths[0] and x[0, t] == x[0, t + 1])))
