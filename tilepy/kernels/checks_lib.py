@@ -311,10 +311,23 @@ def embedding_bag_train_case(rng, V, D, bags, mode, weighted=False,
 
 
 def xent_case(rng, M, C, smoothing, ignore_index=-100, chunk=256) -> MultiCase:
+    x, lab = _xent_inputs(rng, M, C, ignore_index)
+    dl = rng.standard_normal(M).astype(np.float32)
+    refs, bounds = _xent_refs(x, lab, dl.astype(np.float64), smoothing, ignore_index, chunk)
+    return MultiCase(f"cross-entropy eps={smoothing}", {"x": x, "labels": lab, "dloss": dl},
+                     refs, bounds)
+
+
+def _xent_inputs(rng, M, C, ignore_index):
     x = (rng.standard_normal((M, C)) * 3).astype(np.float32)
     lab = rng.integers(0, C, M).astype(np.int32)
     lab[::5] = ignore_index
-    dl = rng.standard_normal(M).astype(np.float32)
+    return x, lab
+
+
+def _xent_refs(x, lab, dl, smoothing, ignore_index, chunk):
+    """Per-row loss, lse and dx (for the rows' dLoss dl) in float64, with their bounds."""
+    M, C = x.shape
     X = x.astype(np.float64)
     m = X.max(1, keepdims=True)
     lse = (m + np.log(np.exp(X - m).sum(1, keepdims=True)))[:, 0]
@@ -324,7 +337,7 @@ def xent_case(rng, M, C, smoothing, ignore_index=-100, chunk=256) -> MultiCase:
     p = np.exp(X - lse[:, None])
     hot = np.zeros_like(X)
     hot[np.arange(M), np.where(keep, lab, 0)] = 1 - smoothing
-    dx = np.where(keep[:, None], (p - hot - smoothing / C) * dl[:, None].astype(np.float64), 0)
+    dx = np.where(keep[:, None], (p - hot - smoothing / C) * dl[:, None], 0)
     # the sum of exp as softmax's (C adds, a rescale of 2 roundings and an exp per chunk, the
     # exps' EXP_U): relative r to the sum, absolute r in its log; log rounds (u|log|), the
     # max add (u|lse|); the loss: 4 roundings of values up to |lse| + |x_y| + eps*sum|x|.
@@ -338,6 +351,32 @@ def xent_case(rng, M, C, smoothing, ignore_index=-100, chunk=256) -> MultiCase:
     # subtractions and the multiply by dLoss: 4 roundings of values up to p + 1.
     rp = b_lse[:, None] + (np.abs(X - lse[:, None]) + 1 + EXP_U) * U32
     b_dx = np.where(keep[:, None], (rp * p + 4 * U32 * (p + 1)) * np.abs(dl)[:, None] * 1.01, 0)
-    return MultiCase(f"cross-entropy eps={smoothing}", {"x": x, "labels": lab, "dloss": dl},
-                     {"loss": loss, "lse": lse, "dx": dx},
-                     {"loss": b_loss, "lse": np.where(True, b_lse, 0), "dx": b_dx})
+    return {"loss": loss, "lse": lse, "dx": dx}, {"loss": b_loss, "lse": b_lse, "dx": b_dx}
+
+
+def xent_reduced_case(rng, M, C, reduction, smoothing=0.0, weighted=False,
+                      ignore_index=-100) -> MultiCase:
+    """tilepy.kernels.xent_api's loss and dx against torch's definition in float64: rows
+    weighted by their class's weight (or 1), 0 when ignored; 'mean' divides by the
+    weights' sum. The float64 sums (M adds) and the rounding to float32 add gamma_M(2^-53)
+    and u to the per-row bounds carried through the same weights."""
+    x, lab = _xent_inputs(rng, M, C, ignore_index)
+    cw = rng.uniform(0.5, 2, C).astype(np.float32) if weighted else None
+    keep = lab != ignore_index
+    w = np.where(keep, 1.0 if cw is None else cw.astype(np.float64)[np.where(keep, lab, 0)], 0)
+    dloss = rng.standard_normal(M if reduction == "none" else ()).astype(np.float32)
+    scale = w / w.sum() if reduction == "mean" else w
+    refs, b = _xent_refs(x, lab, dloss * scale, smoothing, ignore_index, 256)
+    g64 = gamma(M, 2.0 ** -53)
+    terms, b_terms = w * refs["loss"], w * b["loss"]
+    if reduction == "none":
+        loss, b_loss = terms, b_terms + U32 * np.abs(terms)
+    else:
+        div = w.sum() if reduction == "mean" else 1.0
+        loss = terms.sum() / div
+        b_loss = ((b_terms.sum() + 2 * g64 * np.abs(terms).sum()) / div + U32 * abs(loss)) * 1.01
+    # each row's dLoss is rounded to float32 once (u relative), as dx is then
+    b_dx = b["dx"] * 1.01 + U32 * np.abs(refs["dx"]) * 1.01
+    return MultiCase(f"cross-entropy {reduction} eps={smoothing}{' weighted' * weighted}",
+                     {"x": x, "labels": lab, "dloss": dloss, "weight": cw},
+                     {"loss": loss, "dx": refs["dx"]}, {"loss": b_loss, "dx": b_dx})
