@@ -163,6 +163,30 @@ def attention_delta(block_M=64, dim=64, dtype="float32"):
 
 
 @T.macro
+def _bwd_tiles(block, dim, dtype):
+    """The backward's tiles: (Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta)."""
+    Q_s = T.alloc_shared((block, dim), dtype)
+    dO_s = T.alloc_shared((block, dim), dtype)
+    K_s = T.alloc_shared((block, dim), dtype)
+    V_s = T.alloc_shared((block, dim), dtype)
+    scores = T.alloc_fragment((block, block), ACC)
+    P = T.alloc_fragment((block, block), ACC)
+    dP = T.alloc_fragment((block, block), ACC)
+    lse2 = T.alloc_fragment((block,), ACC)
+    delta = T.alloc_fragment((block,), ACC)
+    return Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta
+
+
+@T.macro
+def _recompute(tiles, q0, k0, nq, nk, causal, scale, block):
+    """P and dS of a (query tile, KV tile) pair from the loaded tiles and row stats."""
+    Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta = tiles
+    masked_scores(scores, Q_s, K_s, q0, k0, nq, nk, causal, block, block)
+    T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
+    _probs(scores, P, dP, lse2, delta, scale, block, block)
+
+
+@T.macro
 def _probs(scores, P, dP, lse2, delta, scale, block_M, block_N):
     """P = exp2(s * scale - lse2) in `P`; dS = P * (dP - Delta) in `dP`."""
     for i, j in T.Parallel(block_M, block_N):
@@ -203,19 +227,12 @@ def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=Fal
                        DQP: T.Tensor((NKT, RP, dim), ACC),
                        dK: T.Tensor((RK, dim), dtype), dV: T.Tensor((RK, dim), dtype)):
         with T.Kernel(NT, kv_heads, threads=128) as (bx, by):
-            Q_s = T.alloc_shared((block, dim), dtype)
-            dO_s = T.alloc_shared((block, dim), dtype)
-            K_s = T.alloc_shared((block, dim), dtype)
-            V_s = T.alloc_shared((block, dim), dtype)
-            scores = T.alloc_fragment((block, block), ACC)
-            P = T.alloc_fragment((block, block), ACC)
-            dP = T.alloc_fragment((block, block), ACC)
+            tiles = _bwd_tiles(block, dim, dtype)
+            Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta = tiles
             dK_l = T.alloc_fragment((block, dim), ACC)
             dV_l = T.alloc_fragment((block, dim), ACC)
             if dq_parts:
                 dq_l = T.alloc_fragment((block, dim), ACC)
-            lse2 = T.alloc_fragment((block,), ACC)
-            delta = T.alloc_fragment((block,), ACC)
             b, k0 = Tiles[bx, 0], Tiles[bx, 1]
             nq, nk = CuQ[b + 1] - CuQ[b], CuK[b + 1] - CuK[b]
             koff, kst = row_offset(Flags[1], b, by, kv_heads, CuK[b], nk)
@@ -230,9 +247,7 @@ def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=Fal
                     _load_rows(Q_s, Q, qoff, qst, qb * block, nq, block, dim)
                     _load_rows(dO_s, dO, qoff, qst, qb * block, nq, block, dim)
                     _load_stats(lse2, delta, LSE, Delta, qoff, qst, qb * block, nq, block)
-                    masked_scores(scores, Q_s, K_s, qb * block, k0, nq, nk, Flags[0], block, block)
-                    T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
-                    _probs(scores, P, dP, lse2, delta, scale, block, block)
+                    _recompute(tiles, qb * block, k0, nq, nk, Flags[0], scale, block)
                     T.gemm(P, dO_s, dV_l, transpose_A=True)
                     T.gemm(dP, Q_s, dK_l, transpose_A=True)
                     if dq_parts:
@@ -260,16 +275,9 @@ def attention_dq(heads, kv_heads, dim, block=64, dtype="float32"):
                      Tiles: T.Tensor((NT, 2), "int32"), Flags: T.Tensor((2,), "int32"),
                      dQ: T.Tensor((RQ, dim), dtype)):
         with T.Kernel(NT, heads, threads=128) as (bx, by):
-            Q_s = T.alloc_shared((block, dim), dtype)
-            dO_s = T.alloc_shared((block, dim), dtype)
-            K_s = T.alloc_shared((block, dim), dtype)
-            V_s = T.alloc_shared((block, dim), dtype)
-            scores = T.alloc_fragment((block, block), ACC)
-            P = T.alloc_fragment((block, block), ACC)
-            dP = T.alloc_fragment((block, block), ACC)
+            tiles = _bwd_tiles(block, dim, dtype)
+            Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta = tiles
             dQ_l = T.alloc_fragment((block, dim), ACC)
-            lse2 = T.alloc_fragment((block,), ACC)
-            delta = T.alloc_fragment((block,), ACC)
             b, q0 = Tiles[bx, 0], Tiles[bx, 1]
             nq, nk = CuQ[b + 1] - CuQ[b], CuK[b + 1] - CuK[b]
             qoff, qst = row_offset(Flags[1], b, by, heads, CuQ[b], nq)
@@ -282,9 +290,7 @@ def attention_dq(heads, kv_heads, dim, block=64, dtype="float32"):
             for kb in T.serial(T.ceildiv(last, block)):
                 _load_rows(K_s, K, koff, kst, kb * block, nk, block, dim)
                 _load_rows(V_s, V, koff, kst, kb * block, nk, block, dim)
-                masked_scores(scores, Q_s, K_s, q0, kb * block, nq, nk, Flags[0], block, block)
-                T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
-                _probs(scores, P, dP, lse2, delta, scale, block, block)
+                _recompute(tiles, q0, kb * block, nq, nk, Flags[0], scale, block)
                 T.gemm(dP, K_s, dQ_l)
             _store_rows(dQ, dQ_l, qoff, qst, q0, nq, block, dim, sm)
 
