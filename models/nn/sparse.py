@@ -14,6 +14,7 @@ from tilepy.kernels.embedding_bag_api import (
     embedding_bag_weights_grad,
 )
 from tilepy.models.errors import model_error
+from tilepy.models.kernels.launch import launch
 from tilepy.models.ops import as_tensor, record
 from tilepy.models.tensor import Tensor
 
@@ -73,18 +74,19 @@ def embedding_bag(input, weight: Tensor, offsets=None, mode: str = "mean",
     _check(idx, weight, mode, psw, who)
     flat, offs = _bags(idx, offsets, include_last_offset, who)
     w = None if psw is None else np.ascontiguousarray(psw.data).reshape(-1)
-    out, arg = embedding_bag_forward(weight.data, flat, offs, mode, w)
+    out, arg = embedding_bag_forward(weight.data, flat, offs, mode, w, launch)
 
     def bwd(g):
         g = np.ascontiguousarray(g)
         gw = None
         if weight.requires_grad:
-            rows, grads = embedding_bag_backward(g, flat, offs, mode, arg, w)
+            rows, grads = embedding_bag_backward(g, flat, offs, mode, arg, w, launch)
             gw = np.zeros(weight.shape, weight.dtype)
             gw[rows] = grads  # distinct rows: a move, no arithmetic
         if psw is None:
             return (gw,)
-        gp = embedding_bag_weights_grad(weight.data, flat, offs, g).reshape(psw.shape) \
+        gp = embedding_bag_weights_grad(weight.data, flat, offs, g, launch).reshape(
+            psw.shape) \
             if psw.requires_grad else None
         return gw, gp
     parents = (weight,) if psw is None else (weight, psw)

@@ -2,7 +2,9 @@
 positions the backward needs), `embedding_bag_backward` (the sparse weight gradient: the
 distinct indices and their rows) and `embedding_bag_weights_grad` (the per-sample weights'
 gradient). They check the inputs, sort positions by index on the host and launch the
-kernels of embedding_bag on the current backend.
+kernels of embedding_bag on the current backend: `launch(kernel, *arrays)` when given
+(tilepy.models passes its launcher, which skips the per-call checks of arrays it built),
+else the kernel's own call.
 """
 
 from __future__ import annotations
@@ -42,25 +44,30 @@ def _check(weight, indices, offsets, mode, psw):
                           hint="as torch.nn.functional.embedding_bag")
 
 
+def _call(kernel, *arrays) -> None:
+    kernel(*arrays)
+
+
 def _weights(psw, n: int, dtype) -> np.ndarray:
     return np.ones(n, dtype) if psw is None else np.ascontiguousarray(psw, dtype)
 
 
-def embedding_bag_forward(weight, indices, offsets, mode="sum", per_sample_weights=None):
+def embedding_bag_forward(weight, indices, offsets, mode="sum", per_sample_weights=None,
+                          launch=_call):
     """(out (bags, dim), arg (bags, dim) int32): each bag's rows reduced by mode; arg is the
     position of each column's maximum (max mode; -1 in an empty bag)."""
     _check(weight, indices, offsets, mode, per_sample_weights)
     idx, off = (np.ascontiguousarray(x, np.int32) for x in (indices, offsets))
     out = np.empty((off.size - 1, weight.shape[1]), weight.dtype)
     arg = np.empty(out.shape, np.int32)
-    embedding_bag_fwd(mode, dtype=str(weight.dtype))(
-        np.ascontiguousarray(weight), idx, off,
+    launch(embedding_bag_fwd(mode, dtype=str(weight.dtype)), np.ascontiguousarray(weight),
+           idx, off,
         _weights(per_sample_weights, idx.size, weight.dtype), out, arg)
     return out, arg
 
 
 def embedding_bag_backward(dout, indices, offsets, mode="sum", arg=None,
-                           per_sample_weights=None):
+                           per_sample_weights=None, launch=_call):
     """(rows, grads): the distinct indices, ascending, and the gradient of each one's table
     row, (rows.size, dim); every other row's gradient is 0. arg from the forward (max)."""
     idx, off = (np.ascontiguousarray(x, np.int32) for x in (indices, offsets))
@@ -75,17 +82,17 @@ def embedding_bag_backward(dout, indices, offsets, mode="sum", arg=None,
                               hint="pass arg from embedding_bag_forward")
         arg = np.zeros(dout.shape, np.int32)  # unread outside max mode
     grads = np.empty((rows.size, dout.shape[1]), dout.dtype)
-    embedding_bag_bwd(mode, dtype=str(dout.dtype))(
-        dout, order, starts, bag, off, _weights(per_sample_weights, idx.size, dout.dtype),
-        np.ascontiguousarray(arg, np.int32), grads)
+    launch(embedding_bag_bwd(mode, dtype=str(dout.dtype)), dout, order, starts, bag, off,
+           _weights(per_sample_weights, idx.size, dout.dtype),
+           np.ascontiguousarray(arg, np.int32), grads)
     return rows.astype(np.int64), grads
 
 
-def embedding_bag_weights_grad(weight, indices, offsets, dout):
+def embedding_bag_weights_grad(weight, indices, offsets, dout, launch=_call):
     """The gradient of sum-mode per-sample weights: Weight[indices[p]] . dout[bag of p]."""
     idx, off = (np.ascontiguousarray(x, np.int32) for x in (indices, offsets))
     bag = np.repeat(np.arange(off.size - 1, dtype=np.int32), np.diff(off))
     out = np.empty(idx.size, weight.dtype)
-    embedding_bag_psw_grad(dtype=str(weight.dtype))(
-        np.ascontiguousarray(weight), idx, bag, np.ascontiguousarray(dout, weight.dtype), out)
+    launch(embedding_bag_psw_grad(dtype=str(weight.dtype)), np.ascontiguousarray(weight), idx,
+           bag, np.ascontiguousarray(dout, weight.dtype), out)
     return out
