@@ -18,6 +18,9 @@ def flash_attention(batch, heads, seq_len, dim, causal=False, block_M=64, block_
                     dtype="float32", num_stages=1):
     shape = (batch, heads, seq_len, dim)
     scale = (1.0 / math.sqrt(dim)) * math.log2(math.e)
+    # keys past the end (or, causal, after the query) need -inf; rows past the end are
+    # never stored, so with neither the kernel has no mask at all
+    masked = causal or seq_len % block_N != 0
 
     @T.prim_func
     def flash_attention(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype),
@@ -34,7 +37,7 @@ def flash_attention(batch, heads, seq_len, dim, causal=False, block_M=64, block_
             for k in T.Pipelined(n_blocks, num_stages=num_stages):
                 T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], K_s)
                 masked_scores(scores, Q_s, K_s, bx * block_M, k * block_N, seq_len, seq_len,
-                              int(causal), block_M, block_N)
+                              int(causal), block_M, block_N, masked)
                 T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], V_s)
                 online_softmax_step(state, V_s, scale, dtype, block_M, block_N, dim)
             for i, j in T.Parallel(block_M, dim):

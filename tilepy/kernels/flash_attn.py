@@ -46,11 +46,14 @@ def _mask(scores, q0, k0, nq, nk, causal, block_M, block_N):
 
 
 @T.macro
-def masked_scores(scores, Q_s, K_s, q0, k0, nq, nk, causal, block_M, block_N):
+def masked_scores(scores, Q_s, K_s, q0, k0, nq, nk, causal, block_M, block_N, may_mask=True):
     """scores = Q_s K_s^T, -inf where masked; a tile with every key visible to every query
-    skips the mask (a cleared accumulator gives the same sums). Causal is top-left aligned
+    skips the mask (a cleared accumulator gives the same sums), and may_mask=False (known
+    when the kernel is built) leaves the mask out of the kernel. Causal is top-left aligned
     (torch SDPA's is_causal): query i sees the keys j <= i of its sequence."""
-    if k0 + block_N <= nk and q0 + block_M <= nq and (causal == 0 or k0 + block_N <= q0 + 1):
+    if not may_mask:
+        T.gemm(Q_s, K_s, scores, transpose_B=True, clear_accum=True)
+    elif k0 + block_N <= nk and q0 + block_M <= nq and (causal == 0 or k0 + block_N <= q0 + 1):
         T.gemm(Q_s, K_s, scores, transpose_B=True, clear_accum=True)
     else:
         _mask(scores, q0, k0, nq, nk, causal, block_M, block_N)
