@@ -1,6 +1,7 @@
 """Library bench, attention rows (issue #18): the training attention's forward and backward
 (tilepy.kernels.attention_api, fast mode and exact) against torch SDPA's forward and
-autograd backward, every output first checked against its derived bound.
+autograd backward, every output first checked against its derived bound: self-attention
+(causal or not), cross-attention (twice as many keys as queries) and bfloat16 inputs.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/lib_attn.py [--quick]
 
@@ -44,7 +45,8 @@ def _torch(threads: int):
 def _fns(case, mode):
     i, (bm, bn, bb) = case.inputs, TILES[mode]
     args = (i["q"], i["k"], i["v"])
-    kw = {"causal": i["causal"], "cu_seqlens": i["cu_seqlens"]}
+    kw = {"causal": i["causal"], "cu_seqlens": i["cu_seqlens"],
+          "cu_seqlens_k": i["cu_seqlens_k"]}
     with tilepy.backend("jit", fast=mode == "fast"):
         o, lse = attention(*args, block_M=bm, block_N=bn, **kw)
         grads = attention_backward(*args, o, lse, i["do"], block=bb, **kw)
@@ -66,8 +68,12 @@ def _fns(case, mode):
 
 def _torch_fns(torch, case):
     i = case.inputs
-    q, k, v = (torch.from_numpy(i[n]).requires_grad_() for n in ("q", "k", "v"))
-    do = torch.from_numpy(i["do"])
+    dt = torch.bfloat16 if i["q"].dtype.name == "bfloat16" else torch.float32
+
+    def tensor(x):  # bfloat16 values convert exactly through float32
+        return torch.from_numpy(x.astype(np.float32)).to(dt)
+    q, k, v = (tensor(i[n]).requires_grad_() for n in ("q", "k", "v"))
+    do = tensor(i["do"])
     g = q.shape[1] // k.shape[1]
     sdpa = torch.nn.functional.scaled_dot_product_attention
     fwd = (lambda: sdpa(q, k, v, is_causal=i["causal"], enable_gqa=g > 1))
@@ -78,6 +84,19 @@ def _torch_fns(torch, case):
     return fwd, bwd
 
 
+CONFIGS = [  # (heads, kv heads, causal, keys per query, dtype)
+    (8, 8, False, 1, "float32"), (8, 8, True, 1, "float32"),  # causal is a run-time flag
+    (8, 8, False, 2, "float32"),  # cross-attention: 2S keys for S queries
+    (8, 8, False, 1, "bfloat16"),
+]
+
+
+def _name(H, KH, S, causal, per, dtype):
+    keys = f" cross ({per * S} keys)" if per != 1 else ""
+    lowp = " bf16" if dtype == "bfloat16" else ""
+    return f"attention 1x{H}x{S}x64{lowp}{keys}{' causal' if causal else ''} KV heads {KH}"
+
+
 def rows(quick: bool = False) -> list[dict]:
     import numba
 
@@ -85,15 +104,16 @@ def rows(quick: bool = False) -> list[dict]:
     torch = _torch(threads)
     S = 256 if quick else 512
     out = []
-    for H, KH, causal in ((8, 8, False), (8, 8, True)):  # causal is a run-time flag
-        case = attention_train_case(np.random.default_rng(0), [S], H, KH, 64, causal, False)
+    for H, KH, causal, per, dtype in CONFIGS:
+        case = attention_train_case(np.random.default_rng(0), [S], H, KH, 64, causal, False,
+                                    [per * S], dtype)
         fast_f, fast_b, check = _fns(case, "fast")
         ex_f, ex_b, check_e = _fns(case, "exact")
         fns = {"fast_f": fast_f, "fast_b": fast_b, "ex_f": ex_f, "ex_b": ex_b}
         if torch is not None:
             fns["peer_f"], fns["peer_b"] = _torch_fns(torch, case)
         t = best_of(fns, 3 if quick else 5)
-        name = f"attention 1x{H}x{S}x64{' causal' if causal else ''} KV heads {KH}"
+        name = _name(H, KH, S, causal, per, dtype)
         for part in ("f", "b"):
             out.append({"kernel": f"{name} {'forward' if part == 'f' else 'backward'}",
                         "check": f"fast {check}; exact {check_e}",

@@ -1,9 +1,11 @@
 """softmax, batched matmul and scaled dot-product attention as differentiable ops
 (re-exported by nn.functional).
-Float32 self-attention shapes (q, k, v alike) run the library's flash kernels
-(tilepy.kernels.attention_api: forward with the row logsumexp, backward recomputing P);
-other shapes and dtypes are composed: scores = q @ k^T * scale (+ a causal mask of -inf),
-softmax, @ v, each a kernel forward and backward.
+float32, bfloat16 and float16 inputs run the library's flash kernels
+(tilepy.kernels.attention_api: forward with the row logsumexp, backward recomputing P;
+float32 accumulation), self- and cross-attention alike (L queries, S keys, causal
+top-left aligned as torch SDPA's is_causal); other dtypes (float64: finite differences)
+are composed: scores = q @ k^T * scale (+ a causal mask of -inf), softmax, @ v, each a
+kernel forward and backward.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.kernels.attention_api import attention, attention_backward
+from tilepy.kernels.attn_layout import DTYPES
 from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import attention as A
 from tilepy.models.kernels.launch import launch
 from tilepy.models.ops import as_tensor, record
 from tilepy.models.tensor import Tensor
+
+FLASH_DTYPES = DTYPES  # the library kernels' inputs: float32, bfloat16, float16
 
 
 def softmax(x, dim: int = -1) -> Tensor:
@@ -71,20 +76,19 @@ def scaled_dot_product_attention(q, k, v, is_causal: bool = False) -> Tensor:
             or q.shape[-1] != k.shape[-1]:
         raise model_error(f"scaled_dot_product_attention: expected q (..., L, d), k and v "
                           f"(..., S, d); got {q.shape}, {k.shape}, {v.shape}")
-    if q.shape == k.shape and q.dtype == k.dtype == v.dtype == np.float32:
+    if q.dtype == k.dtype == v.dtype and q.dtype.name in FLASH_DTYPES:
         return _flash(q, k, v, is_causal)
     return _composed(q, k, v, is_causal)
 
 
 def _flash(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     """The library's flash attention, each leading index a batch of one head."""
-    rows = (-1, 1, *q.shape[-2:])
-    q4, k4, v4 = (x.data.reshape(rows) for x in (q, k, v))
+    q4, k4, v4 = (x.data.reshape(-1, 1, *x.shape[-2:]) for x in (q, k, v))
     o, lse = attention(q4, k4, v4, causal)
 
     def bwd(g):
-        grads = attention_backward(q4, k4, v4, o, lse, g.reshape(rows), causal)
-        return tuple(d.reshape(q.shape) for d in grads)
+        grads = attention_backward(q4, k4, v4, o, lse, g.reshape(q4.shape), causal)
+        return tuple(d.reshape(x.shape) for d, x in zip(grads, (q, k, v)))
     return record(o.reshape(q.shape), (q, k, v), bwd, "attention")
 
 

@@ -1,17 +1,19 @@
 """The functional form of EmbeddingBag (re-exported by nn.functional): bags of embedding
 rows reduced by sum, mean or max, with optional per-sample weights (sum mode). The
-forward and the sparse weight gradient are the kernels of models/kernels/embedding_bag.py;
-the per-sample weights' gradient is a row gather, a product and a row sum (kernels).
+forward, the sparse weight gradient and the per-sample weights' gradient are the
+library's (tilepy.kernels.embedding_bag_api); this module converts torch's arguments.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tilepy.models import kops as K
+from tilepy.kernels.embedding_bag_api import (
+    embedding_bag_backward,
+    embedding_bag_forward,
+    embedding_bag_weights_grad,
+)
 from tilepy.models.errors import model_error
-from tilepy.models.kernels import embedding as Em
-from tilepy.models.kernels import embedding_bag as EB
 from tilepy.models.kernels.launch import launch
 from tilepy.models.ops import as_tensor, record
 from tilepy.models.tensor import Tensor
@@ -71,45 +73,21 @@ def embedding_bag(input, weight: Tensor, offsets=None, mode: str = "mean",
     psw = None if per_sample_weights is None else as_tensor(per_sample_weights)
     _check(idx, weight, mode, psw, who)
     flat, offs = _bags(idx, offsets, include_last_offset, who)
-    d, bags = weight.shape[1], offs.size - 1
-    w = np.ones(flat.shape, weight.dtype) if psw is None else np.ascontiguousarray(
-        psw.data).reshape(-1)
-    out = np.empty((bags, d), weight.dtype)
-    arg = np.empty((bags, d), np.int32)
-    launch(K.kernel(EB.embedding_bag_fwd, mode=mode, dtype=weight.dtype), weight.data, flat,
-           offs, w, out, arg)
-    bag = np.repeat(np.arange(bags, dtype=np.int32), np.diff(offs))
+    w = None if psw is None else np.ascontiguousarray(psw.data).reshape(-1)
+    out, arg = embedding_bag_forward(weight.data, flat, offs, mode, w, launch)
 
     def bwd(g):
         g = np.ascontiguousarray(g)
-        gw = _weight_grad(g, weight, flat, bag, offs, w, arg, mode) \
-            if weight.requires_grad else None
+        gw = None
+        if weight.requires_grad:
+            rows, grads = embedding_bag_backward(g, flat, offs, mode, arg, w, launch)
+            gw = np.zeros(weight.shape, weight.dtype)
+            gw[rows] = grads  # distinct rows: a move, no arithmetic
         if psw is None:
             return (gw,)
-        gp = None
-        if psw.requires_grad:  # d/dw[p] = Weight[Idx[p]] . dOut[Bag[p]]
-            rows = _gather(weight.data, flat)
-            gp = K.row_reduce2d(K.binary(rows, _gather(g, bag), "mul"), "sum")
-            gp = gp.reshape(psw.shape)
+        gp = embedding_bag_weights_grad(weight.data, flat, offs, g, launch).reshape(
+            psw.shape) \
+            if psw.requires_grad else None
         return gw, gp
     parents = (weight,) if psw is None else (weight, psw)
     return record(out, parents, bwd, f"embedding_bag_{mode}")
-
-
-def _gather(table: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    out = np.empty((idx.size, table.shape[1]), table.dtype)
-    launch(K.kernel(Em.embedding_fwd, dtype=table.dtype), np.ascontiguousarray(table), idx,
-           out)
-    return out
-
-
-def _weight_grad(g, weight, flat, bag, offs, w, arg, mode) -> np.ndarray:
-    order = np.argsort(flat, kind="stable").astype(np.int32)
-    rows, starts = np.unique(flat[order], return_index=True)
-    starts = np.append(starts, flat.size).astype(np.int32)
-    part = np.empty((rows.size, weight.shape[1]), weight.dtype)
-    launch(K.kernel(EB.embedding_bag_bwd, mode=mode, dtype=weight.dtype), g, order, starts,
-           bag, offs, w, arg, part)
-    gw = np.zeros(weight.shape, weight.dtype)
-    gw[rows] = part  # distinct rows: a move, no arithmetic
-    return gw

@@ -1,6 +1,7 @@
 """Training attention (tilepy.kernels.attention_api): forward, logsumexp and gradients
 against a float64 numpy reference within the bounds of tilepy.kernels.checks_lib, for
-causal / not, GQA and variable lengths; the JIT gives the interpreter's bits."""
+causal / not, GQA, variable lengths, cross-attention (keys of other lengths) and bfloat16 /
+float16 inputs; the JIT gives the interpreter's bits."""
 
 import numpy as np
 import pytest
@@ -19,12 +20,29 @@ SHAPES = [  # (lengths, heads, kv_heads, dim, causal, varlen): one compile serve
 ]
 
 
+CROSS = [  # (lengths, keys' lengths, heads, kv_heads, dim, causal, varlen, dtype)
+    ([40, 40], [70, 70], 4, 2, 16, True, False, "float32"),  # more keys than queries
+    ([70], [23], 2, 2, 16, True, False, "float32"),  # more queries: rows past 23 see all
+    ([5, 0, 70, 33], [64, 7, 9, 40], 4, 2, 16, False, True, "float32"),
+    ([30, 45], [70, 12], 4, 2, 16, True, True, "float32"),
+    ([45, 45], [45, 45], 4, 2, 16, True, False, "bfloat16"),
+    ([5, 0, 70, 33], [64, 7, 9, 40], 4, 2, 16, True, True, "bfloat16"),
+    ([40, 40], [70, 70], 2, 1, 16, False, False, "float16"),
+]
+
+
 def _run(case):
     i = case.inputs
-    o, lse = attention(i["q"], i["k"], i["v"], i["causal"], i["cu_seqlens"], TILE, TILE)
+    o, lse = attention(i["q"], i["k"], i["v"], i["causal"], i["cu_seqlens"], TILE, TILE,
+                       i["cu_seqlens_k"])
     dq, dk, dv = attention_backward(i["q"], i["k"], i["v"], o, lse, i["do"], i["causal"],
-                                    i["cu_seqlens"], TILE)
+                                    i["cu_seqlens"], TILE, i["cu_seqlens_k"])
     return {"o": o, "lse": lse, "dq": dq, "dk": dk, "dv": dv}
+
+
+def _cross_case(shape, seed):
+    lengths, lengths_k, *rest, dtype = shape
+    return attention_train_case(np.random.default_rng(seed), lengths, *rest, lengths_k, dtype)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}-causal{s[4]}-varlen{s[5]}")
@@ -34,6 +52,41 @@ def test_attention_forward_and_gradients_within_bound(shape):
         outs = _run(case)
     for name, (err, ratio, ok) in case.check(outs).items():
         assert ok, f"{case.name} {name}: max error {err:.3g} is {ratio:.3g}x the bound"
+
+
+@pytest.mark.parametrize("shape", CROSS, ids=lambda s: f"{s[0]}x{s[1]}-causal{s[5]}-{s[7]}")
+def test_cross_attention_and_narrow_inputs_within_bound(shape):
+    case = _cross_case(shape, 8)
+    with tilepy.backend("interp"):
+        outs = _run(case)
+    assert outs["o"].dtype == outs["dq"].dtype == np.dtype(shape[-1])
+    for name, (err, ratio, ok) in case.check(outs).items():
+        assert ok, f"{case.name} {name}: max error {err:.3g} is {ratio:.3g}x the bound"
+
+
+def test_bfloat16_bound_catches_values_off_by_four_ulps():
+    # the bfloat16 bound is a few of bfloat16's ulps: values off by 2^-5 (4 ulps) relative
+    # must fail it
+    case = _cross_case(CROSS[4], 9)
+    i = case.inputs
+    v = (i["v"].astype(np.float32) * (1 + 2**-5)).astype(i["v"].dtype)
+    with tilepy.backend("interp"):
+        o, _ = attention(i["q"], i["k"], v, i["causal"], None, TILE, TILE)
+    assert not case.check({**case.refs, "o": o})["o"][2]
+
+
+def test_causal_is_top_left_aligned_as_torch_sdpa():
+    # 3 queries, 5 keys: query i sees keys 0..i (torch SDPA's is_causal); bottom-right
+    # alignment (flash-attn's) would let query 0 see keys 0..2
+    rng = np.random.default_rng(10)
+    q = rng.standard_normal((1, 1, 3, 16)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 1, 5, 16)).astype(np.float32) for _ in range(2))
+    with tilepy.backend("interp"):
+        o, _ = attention(q, k, v, causal=True, block_M=16, block_N=16)
+    np.testing.assert_array_equal(o[0, 0, 0], v[0, 0, 0])  # one key: its value, exactly
+    s = q[0, 0, 1].astype(np.float64) @ k[0, 0, :2].T.astype(np.float64) / 4
+    p = np.exp(s - s.max())
+    np.testing.assert_allclose(o[0, 0, 1], p @ v[0, 0, :2] / p.sum(), rtol=1e-5)
 
 
 def test_wrong_mask_is_caught():
@@ -47,20 +100,21 @@ def test_wrong_mask_is_caught():
 
 
 def test_jit_forward_gives_the_interpreters_bits():
-    case = attention_train_case(np.random.default_rng(5), *SHAPES[2])
+    case = _cross_case(CROSS[3], 5)  # causal, varlen, keys of other lengths
     i = case.inputs
     outs = {}
     for backend in ("interp", "jit"):
         with tilepy.backend(backend):
             outs[backend] = attention(i["q"], i["k"], i["v"], i["causal"], i["cu_seqlens"],
-                                      TILE, TILE)
+                                      TILE, TILE, i["cu_seqlens_k"])
     for want, got in zip(outs["interp"], outs["jit"]):
         assert np.array_equal(want, got)
 
 
 @pytest.mark.exhaustive  # three more large kernels to compile (about a minute here)
-def test_jit_gives_the_interpreters_bits():
-    case = attention_train_case(np.random.default_rng(5), *SHAPES[2])
+@pytest.mark.parametrize("shape", [CROSS[3], CROSS[5]], ids=["float32", "bfloat16"])
+def test_jit_gives_the_interpreters_bits(shape):
+    case = _cross_case(shape, 5)
     with tilepy.backend("interp"):
         want = _run(case)
     with tilepy.backend("jit"):
@@ -77,6 +131,13 @@ def test_bad_shapes_name_the_callers_line():
     assert e.value.loc.file == __file__
     with pytest.raises(KernelInputError, match="cu_seqlens"):
         attention(q[0], q[0], q[0], cu_seqlens=np.array([0, 5], np.int32))
+    with pytest.raises(KernelInputError, match="queries but no keys"):
+        attention(q, q[:, :, :0], q[:, :, :0])
+    with pytest.raises(KernelInputError, match="one of float32, bfloat16, float16"):
+        attention(q.astype(np.float64), q.astype(np.float64), q.astype(np.float64))
+    with pytest.raises(KernelInputError, match="cu_seqlens_k has 3 entries"):
+        attention(q[0], q[0], q[0], cu_seqlens=np.array([0, 3], np.int32),
+                  cu_seqlens_k=np.array([0, 1, 3], np.int32))
 
 
 def test_gradients_without_dq_partials(monkeypatch):
@@ -90,3 +151,20 @@ def test_gradients_without_dq_partials(monkeypatch):
         outs = _run(case)
     for name, (err, ratio, ok) in case.check(outs).items():
         assert ok, f"{case.name} {name}: max error {err:.3g} is {ratio:.3g}x the bound"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fixed_shape_flash_attention_is_the_training_forward_bit_for_bit(causal):
+    # flash_attention (fixed sizes, (B, H, S, D)) runs the training forward's online
+    # softmax: the same bits as attention() on ragged lengths, a dim whose 1/sqrt(d) is
+    # inexact, unequal tiles, and bfloat16 inputs
+    from tilepy.kernels import flash_attention
+
+    rng = np.random.default_rng(11)
+    for dtype, (bm, bn) in (("float32", (16, 32)), ("bfloat16", (32, 16))):
+        q, k, v = (rng.standard_normal((2, 2, 45, 48)).astype(np.float32).astype(
+            np.dtype(dtype)) for _ in range(3))
+        with tilepy.backend("interp"):
+            want, _ = attention(q, k, v, causal, None, bm, bn)
+            got = flash_attention(2, 2, 45, 48, causal, bm, bn, dtype)(q, k, v)
+        assert np.array_equal(got.view(np.uint16), want.view(np.uint16)), dtype

@@ -79,3 +79,21 @@ def test_sparse_gradient_rows_and_max_ties():
 def test_embedding_bag_errors(kwargs, message):
     with pytest.raises(ModelError, match=message):
         F.embedding_bag(weight=Tensor(np.zeros((6, 2))), **kwargs)
+
+
+def test_runs_the_library_kernels(monkeypatch):
+    # nn.EmbeddingBag's forward and both gradients are tilepy.kernels.embedding_bag_api's
+    from tilepy.models.nn import sparse
+
+    calls = []
+    for name in ("embedding_bag_forward", "embedding_bag_backward",
+                 "embedding_bag_weights_grad"):
+        real = getattr(sparse, name)
+        monkeypatch.setattr(sparse, name, lambda *a, _n=name, _f=real: calls.append(_n) or
+                            _f(*a))
+    w = Tensor(np.ones((6, 2)), requires_grad=True)
+    p = Tensor(np.ones(IDX.size), requires_grad=True)
+    F.embedding_bag(IDX, w, OFFS, "sum", p).sum().backward()
+    assert calls == ["embedding_bag_forward", "embedding_bag_backward",
+                     "embedding_bag_weights_grad"]
+    np.testing.assert_array_equal(p.grad, np.full(IDX.size, 2.0))  # each row's dot of ones

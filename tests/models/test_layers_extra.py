@@ -124,27 +124,66 @@ def test_softmax_bmm_and_attention_gradients():
           rand(rng, 1, 4, 2), rand(rng, 1, 4, 2))
 
 
+def _attend(path, q, k, v, g, causal):
+    ts = [Tensor(x, requires_grad=True) for x in (q, k, v)]
+    out = path(*ts, causal)
+    (out * Tensor(g)).sum().backward()
+    return out, [out.data] + [t.grad for t in ts]
+
+
 @pytest.mark.parametrize("causal", [False, True])
-def test_float32_self_attention_runs_the_flash_kernels_and_agrees_with_the_composed_ops(
-        causal):
+@pytest.mark.parametrize("keys", [6, 9, 4], ids=["self", "more-keys", "fewer-keys"])
+def test_float32_attention_runs_the_flash_kernels_and_agrees_with_the_composed_ops(
+        causal, keys):
+    # self- and cross-attention (L=6 queries, S keys); causal top-left aligned in both paths
     from tilepy.models.nn import attention as A
 
     rng = np.random.default_rng(8)
-    q, k, v, g = (rng.standard_normal((2, 3, 6, 4)).astype(np.float32) for _ in range(4))
-
-    def run(path):
-        ts = [Tensor(x, requires_grad=True) for x in (q, k, v)]
-        out = path(*ts, causal)
-        (out * Tensor(g)).sum().backward()
-        return out, [out.data] + [t.grad for t in ts]
-
+    q, g = (rng.standard_normal((2, 3, 6, 4)).astype(np.float32) for _ in range(2))
+    k, v = (rng.standard_normal((2, 3, keys, 4)).astype(np.float32) for _ in range(2))
     with tilepy.backend("interp"):
-        out, flash = run(F.scaled_dot_product_attention)
-        _, composed = run(A._composed)
+        out, flash = _attend(F.scaled_dot_product_attention, q, k, v, g, causal)
+        _, composed = _attend(A._composed, q, k, v, g, causal)
     assert out._node.name == "attention"  # the flash kernels, not bmm + softmax
     for name, a, b in zip(("out", "dq", "dk", "dv"), flash, composed):
         # two float32 orders of the same sums: |a - b| is a few ulps of the terms' size
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_float16_cross_attention_is_the_library_kernels_bit_for_bit():
+    # float16 runs the flash kernels (float32 accumulation) instead of bmm + softmax in
+    # float16: the op passes the library's outputs and gradients through unchanged
+    from tilepy.kernels.attention_api import attention, attention_backward
+
+    rng = np.random.default_rng(9)
+    q, g = (rng.standard_normal((2, 3, 5, 8)).astype(np.float16) for _ in range(2))
+    k, v = (rng.standard_normal((2, 3, 7, 8)).astype(np.float16) for _ in range(2))
+    ts = [Tensor(x, requires_grad=True) for x in (q, k, v)]
+    with tilepy.backend("interp"):
+        out = F.scaled_dot_product_attention(*ts, is_causal=True)
+        out.backward(g)  # the models' elementwise ops take float32/float64 only
+        o, lse = attention(*(x.reshape(6, 1, -1, 8) for x in (q, k, v)), causal=True)
+        want = attention_backward(*(x.reshape(6, 1, -1, 8) for x in (q, k, v)), o, lse,
+                                  g.reshape(6, 1, 5, 8), causal=True)
+    assert out._node.name == "attention" and out.dtype == np.float16
+    got = [out.data] + [t.grad for t in ts]
+    for name, a, b, x in zip(("out", "dq", "dk", "dv"), got, (o, *want), (q, q, k, v)):
+        assert a.shape == x.shape and a.dtype == np.float16, name
+        np.testing.assert_array_equal(a.reshape(-1), b.reshape(-1), err_msg=name)
+
+
+def test_multihead_cross_attention_runs_the_flash_kernels(monkeypatch):
+    from tilepy.models.nn import attention as A
+
+    calls = []
+    real = A.attention
+    monkeypatch.setattr(A, "attention", lambda q, k, v, c: calls.append(k.shape) or
+                        real(q, k, v, c))
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    rng = np.random.default_rng(10)
+    x, mem = rng.standard_normal((3, 5, 8)), rng.standard_normal((3, 9, 8))
+    y, _ = mha(x.astype(np.float32), mem.astype(np.float32), mem.astype(np.float32))
+    assert y.shape == (3, 5, 8) and calls == [(6, 1, 9, 4)]
 
 
 def test_attention_values():

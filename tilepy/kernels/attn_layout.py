@@ -1,9 +1,10 @@
 """Where attention's rows live, for the forward and backward kernels: both layouts are
 viewed as 2-d arrays of rows of length dim, and a host-side table lists the query tiles.
 
-- fixed length, (batch, heads, seq, dim) as torch SDPA: row(b, h, s) = (b*H + h)*S + s;
-- variable length, packed (total, heads, dim) with cu_seqlens (flash-attn's varlen form):
-  row(b, h, s) = (cu[b] + s)*H + h.
+- fixed length, (batch, heads, seq, dim) as torch SDPA: row(b, h, s) = (b*H + h)*S + s,
+  S the query or the key length (they may differ);
+- variable length, packed (total, heads, dim) with cu_seqlens (flash-attn's varlen form,
+  cu_seqlens_k for keys of other lengths): row(b, h, s) = (cu[b] + s)*H + h.
 A tile table row (b, s0) is one tile of `block` rows of sequence b starting at s0, so the
 grid covers only real rows however unequal the lengths are.
 """
@@ -30,39 +31,61 @@ def tile_table(lengths: np.ndarray, block: int) -> np.ndarray:
     return np.asarray(rows, dtype=np.int32).reshape(-1, 2)
 
 
-def describe(q, k, v, cu_seqlens):
-    """(heads, kv_heads, dim, cu_seqlens as int32, varlen) after checking the inputs."""
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def describe(q, k, v, cu_seqlens, cu_seqlens_k=None):
+    """(heads, kv_heads, dim, cu of q, cu of k (int32), varlen) after checking the inputs.
+    Queries and keys may differ in length (cross-attention); cu_seqlens_k defaults to
+    cu_seqlens."""
     varlen = cu_seqlens is not None
+    _check_arrays(q, k, v, varlen)
+    heads, kv_heads, dim = q.shape[1], k.shape[1], q.shape[-1]  # axis 1 in both layouts
+    if varlen:
+        cu_q = _cu(cu_seqlens, q.shape[0], "cu_seqlens")
+        cu_k = cu_q if cu_seqlens_k is None else _cu(cu_seqlens_k, k.shape[0], "cu_seqlens_k")
+        if cu_k.size != cu_q.size:
+            raise input_error(f"attention: cu_seqlens_k has {cu_k.size} entries, cu_seqlens "
+                              f"{cu_q.size}", hint="give both one entry per sequence, + 1")
+    else:
+        if k.shape[0] != q.shape[0]:
+            raise input_error(f"attention: q {q.shape} and k {k.shape} differ in batch",
+                              hint="use cu_seqlens for packed sequences")
+        cu_q = (np.arange(q.shape[0] + 1) * q.shape[2]).astype(np.int32)
+        cu_k = (np.arange(q.shape[0] + 1) * k.shape[2]).astype(np.int32)
+    if np.any((np.diff(cu_k) == 0) & (np.diff(cu_q) > 0)):
+        raise input_error("attention: a sequence has queries but no keys (its softmax would "
+                          "be over nothing)", hint="give every sequence with queries a key")
+    return heads, kv_heads, dim, cu_q, cu_k, varlen
+
+
+def _check_arrays(q, k, v, varlen):
     rank = 3 if varlen else 4
     for name, x in (("q", q), ("k", k), ("v", v)):
         if x.ndim != rank:
             form = "(total, heads, dim)" if varlen else "(batch, heads, seq, dim)"
             raise input_error(f"attention: expected {name} of shape {form}, got "
-                                      f"{x.shape}", hint="pass cu_seqlens only with packed "
-                                      "(total, heads, dim) inputs")
-    if k.shape != v.shape or q.dtype != k.dtype or k.dtype != v.dtype:
-        raise input_error(f"attention: k and v must match and share q's dtype; got "
-                                  f"q {q.dtype}{q.shape}, k {k.dtype}{k.shape}, v "
-                                  f"{v.dtype}{v.shape}", hint="cast and reshape before")
-    heads, kv_heads, dim = q.shape[1], k.shape[1], q.shape[-1]  # axis 1 in both layouts
+                              f"{x.shape}", hint="pass cu_seqlens only with packed "
+                              "(total, heads, dim) inputs")
+    if k.shape != v.shape or q.dtype != k.dtype or k.dtype != v.dtype \
+            or str(q.dtype) not in DTYPES:
+        raise input_error(f"attention: k and v must match and share q's dtype, one of "
+                          f"{', '.join(DTYPES)}; got q {q.dtype}{q.shape}, k {k.dtype}"
+                          f"{k.shape}, v {v.dtype}{v.shape}", hint="cast and reshape before")
+    heads, kv_heads, dim = q.shape[1], k.shape[1], q.shape[-1]
     if heads % kv_heads or k.shape[-1] != dim:
         raise input_error(f"attention: q has {heads} heads of dim {dim}, k has "
-                                  f"{kv_heads} of dim {k.shape[-1]}",
-                                  hint="heads must be a multiple of kv_heads (GQA)")
-    if varlen:
-        cu = np.ascontiguousarray(cu_seqlens, dtype=np.int32)
-        if cu.ndim != 1 or cu[0] != 0 or np.any(np.diff(cu) < 0) or cu[-1] != q.shape[0] \
-                or k.shape[0] != q.shape[0]:
-            raise input_error(
-                f"attention: cu_seqlens must rise from 0 to total={q.shape[0]}; got "
-                f"{cu.tolist()[:8]}", hint="cu_seqlens = [0, len0, len0+len1, ...]")
-    else:
-        if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2]:
-            raise input_error(f"attention: q {q.shape} and k {k.shape} differ in "
-                                      "batch or sequence length",
-                                      hint="use cu_seqlens for unequal lengths")
-        cu = (np.arange(q.shape[0] + 1) * q.shape[2]).astype(np.int32)
-    return heads, kv_heads, dim, cu, varlen
+                          f"{kv_heads} of dim {k.shape[-1]}",
+                          hint="heads must be a multiple of kv_heads (GQA)")
+
+
+def _cu(cu_seqlens, total: int, name: str) -> np.ndarray:
+    cu = np.ascontiguousarray(cu_seqlens, dtype=np.int32)
+    if cu.ndim != 1 or cu.size < 1 or cu[0] != 0 or np.any(np.diff(cu) < 0) \
+            or cu[-1] != total:
+        raise input_error(f"attention: {name} must rise from 0 to total={total}; got "
+                          f"{cu.tolist()[:8]}", hint=f"{name} = [0, len0, len0+len1, ...]")
+    return cu
 
 
 def flat(x: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tilepy.kernels.checks import EXP2_U, EXP_U, U32, Case, gamma
+from tilepy.kernels.checks import EXP2_U, EXP_U, U32, Case, gamma, unit_roundoff
 
 
 @dataclass
@@ -35,39 +35,53 @@ class MultiCase:
 # ---------------------------------------------------------------- attention
 
 
-def _packed_mask(cu, causal):
-    seq = np.repeat(np.arange(len(cu) - 1), np.diff(cu))
-    pos = np.arange(cu[-1]) - cu[seq]
-    ok = seq[:, None] == seq[None, :]
-    return ok & (pos[None, :] <= pos[:, None]) if causal else ok
+def _packed_mask(cu_q, cu_k, causal):
+    """Which key row each query row sees: its own sequence's, and with causal the keys at
+    positions <= the query's (top-left aligned, torch SDPA's is_causal)."""
+    def seq_pos(cu):
+        seq = np.repeat(np.arange(len(cu) - 1), np.diff(cu))
+        return seq, np.arange(cu[-1]) - cu[seq]
+    (sq, pq), (sk, pk) = seq_pos(cu_q), seq_pos(cu_k)
+    ok = sq[:, None] == sk[None, :]
+    return ok & (pk[None, :] <= pq[:, None]) if causal else ok
 
 
-def attention_train_case(rng, lengths, heads, kv_heads, dim, causal, varlen) -> MultiCase:
+def attention_train_case(rng, lengths, heads, kv_heads, dim, causal, varlen,
+                         lengths_k=None, dtype="float32") -> MultiCase:
     """Inputs for tilepy.kernels.attention_api (fixed: equal lengths, (B, H, S, D)),
-    references and bounds for o, lse, dq, dk, dv, for any tiles of at least 16 rows."""
-    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    T_, g = int(cu[-1]), heads // kv_heads
-    pk = [(rng.standard_normal((T_, h, dim))).astype(np.float32)
-          for h in (heads, kv_heads, kv_heads, heads)]
+    references and bounds for o, lse, dq, dk, dv, for any tiles of at least 16 rows.
+    lengths_k: the keys' lengths when they differ from the queries' (cross-attention);
+    dtype: the inputs' (float32, bfloat16, float16), the reference uses their exact values."""
+    lengths_k = lengths if lengths_k is None else lengths_k
+    cu_q, cu_k = (np.concatenate([[0], np.cumsum(n)]).astype(np.int32)
+                  for n in (lengths, lengths_k))
+    Tq, Tk, g = int(cu_q[-1]), int(cu_k[-1]), heads // kv_heads
+    pk = [rng.standard_normal((t, h, dim)).astype(np.float32).astype(np.dtype(dtype))
+          for t, h in ((Tq, heads), (Tk, kv_heads), (Tk, kv_heads), (Tq, heads))]
     q, k, v, do = (x.astype(np.float64).transpose(1, 0, 2) for x in pk)  # (H, T, D)
-    r = _attention_f64(q, np.repeat(k, g, 0), np.repeat(v, g, 0), do, _packed_mask(cu, causal))
-    S = int(max(lengths))
-    bnd = _forward_bounds(r, S)
-    bnd.update(_grad_bounds(r, bnd, S, g))
+    r = _attention_f64(q, np.repeat(k, g, 0), np.repeat(v, g, 0), do,
+                       _packed_mask(cu_q, cu_k, causal))
+    Sq, Sk, ulp = int(max(lengths)), int(max(lengths_k)), unit_roundoff(dtype)
+    bnd = _forward_bounds(r, Sk, ulp)
+    bnd.update(_grad_bounds(r, bnd, Sq, Sk, g))
 
     def group_sum(x):  # (H, T, D) -> (KH, T, D): a KV head's gradient sums its group
-        return x.reshape(kv_heads, g, T_, dim).sum(1)
+        return x.reshape(kv_heads, g, Tk, dim).sum(1)
 
     for key in ("dk", "dv"):
         r[key], bnd[key] = group_sum(r[key]), group_sum(bnd[key])
-    layout = _to_layout(varlen, cu)
-    inputs = dict(zip(("q", "k", "v", "do"), (layout(x) for x in pk)))
-    inputs.update(causal=causal, cu_seqlens=cu if varlen else None)
-    names = ("o", "lse", "dq", "dk", "dv")
-    refs, bounds = ({n: layout(np.moveaxis(d[n], 0, 1) if d[n].ndim == 3 else d[n].T)
-                     for n in names} for d in (r, bnd))
-    return MultiCase(f"attention train {'causal ' if causal else ''}{'varlen ' if varlen else ''}"
-                     f"H{heads}/KV{kv_heads}", inputs, refs, bounds)
+    lay_q, lay_k = _to_layout(varlen, cu_q), _to_layout(varlen, cu_k)
+    inputs = {n: lay(x) for n, lay, x in zip("q k v do".split(), (lay_q, lay_k, lay_k, lay_q),
+                                             pk)}
+    inputs.update(causal=causal, cu_seqlens=cu_q if varlen else None,
+                  cu_seqlens_k=cu_k if varlen else None)
+    lays = {"o": lay_q, "lse": lay_q, "dq": lay_q, "dk": lay_k, "dv": lay_k}
+    refs, bounds = ({n: lay(np.moveaxis(d[n], 0, 1) if d[n].ndim == 3 else d[n].T)
+                     for n, lay in lays.items()} for d in (r, bnd))
+    cross = "" if list(lengths_k) == list(lengths) else "cross "
+    return MultiCase(f"attention train {cross}{'causal ' if causal else ''}"
+                     f"{'varlen ' if varlen else ''}H{heads}/KV{kv_heads} {dtype}", inputs,
+                     refs, bounds)
 
 
 def _attention_f64(q, k, v, do, mask) -> dict:
@@ -88,8 +102,9 @@ def _attention_f64(q, k, v, do, mask) -> dict:
             "dv": p.transpose(0, 2, 1) @ do}
 
 
-def _forward_bounds(r: dict, S: int) -> dict:
-    """o and lse, and the facts the gradients' bounds reuse."""
+def _forward_bounds(r: dict, S: int, ulp: float = U32) -> dict:
+    """o and lse, and the facts the gradients' bounds reuse; S is the most keys a query
+    sees, ulp the inputs' unit roundoff (U32 for float32)."""
     # as checks.attention_case: scores carry D adds, the exponent's absolute error
     # (spread + D * qk terms) becomes P's relative error, rows add S terms, each of at most
     # S/16 tiles rescales with 2 roundings and an exp2, the divide one: c relative to sum p|v|
@@ -98,6 +113,10 @@ def _forward_bounds(r: dict, S: int) -> dict:
     spread = float(np.max(np.where(fin, r["m"] - r["s"], 0)))
     qk = float((np.abs(r["q"]) @ np.abs(r["k"]).transpose(0, 2, 1)).max()) * r["sm"]
     c = (S + D + (4 + EXP2_U) * nb + 8 + EXP2_U + 2 * (spread + D * qk)) * U32 * 1.01
+    # narrower inputs: products stay exact in float32; P is rounded to the inputs' dtype
+    # before P V (ulp relative to sum p|v|) and o once when stored (ulp |o|)
+    low = 0.0 if ulp == U32 else ulp
+    b_o = (c + low) * (r["p"] @ np.abs(r["v"])) * 1.01 + low * np.abs(r["o"])
     # lse = (m*scale2 + log2 den) ln2: the max moves with its score (D*qk u), log2 of a sum
     # off by c relative moves by c/ln2, three roundings of values up to |lse| + |m|.
     b_lse = (c + D * qk * U32 + 4 * U32 * (np.abs(r["lse"]) + np.abs(r["m"][..., 0]))) * 1.01
@@ -105,11 +124,13 @@ def _forward_bounds(r: dict, S: int) -> dict:
     # bound, 3 roundings of values up to |s| + |lse|; exp2 adds EXP2_U: relative rP.
     big = np.max(np.abs(np.where(fin, r["s"], 0))) + np.max(np.abs(r["lse"]))
     rP = float(np.max(b_lse) + D * qk * U32 + 3 * U32 * big) * 2 + EXP2_U * U32
-    return {"o": c * (r["p"] @ np.abs(r["v"])), "lse": b_lse, "rP": rP, "nb": nb}
+    return {"o": b_o, "lse": b_lse, "rP": rP, "nb": nb, "low": low}
 
 
-def _grad_bounds(r: dict, f: dict, S: int, g: int) -> dict:
-    """dq, dk, dv: the gemms' gamma_n terms plus dS's error carried through them."""
+def _grad_bounds(r: dict, f: dict, Sq: int, Sk: int, g: int) -> dict:
+    """dq, dk, dv: the gemms' gamma_n terms plus dS's error carried through them; Sq, Sk
+    the most queries and keys of a sequence. P, dP and dS stay float32 whatever the inputs' dtype;
+    narrower gradients round once more when stored (f["low"] |grad|)."""
     p, do, sm, rP = r["p"], np.abs(r["do"]), r["sm"], f["rP"]
     aq, ak, adS = np.abs(r["q"]), np.abs(r["k"]), np.abs(r["dS"])
     gd = gamma(r["q"].shape[-1] + 1)
@@ -121,13 +142,15 @@ def _grad_bounds(r: dict, f: dict, S: int, g: int) -> dict:
     # each) and P's relative error rP
     e_dS = p * (gd * (do @ np.abs(r["v"]).transpose(0, 2, 1)) + e_delta + U32 * diff) + \
         rP * p * diff + U32 * adS
-    nq = g * S + 1  # adds into dK, dV: the group's heads times the rows, + the product
-    nd = S + f["nb"] + 1  # dQ: the rows' products, plus one add per KV tile's partial
+    nq = g * Sq + 1  # adds into dK, dV: the group's heads times the rows, + the product
+    nd = Sk + f["nb"] + 1  # dQ: the keys' products, plus one add per KV tile's partial
+    u = U32 + f["low"]
     return {k: 1.05 * b for k, b in {
-        "dq": sm * (gamma(nd) * adS @ ak + e_dS @ ak) + U32 * np.abs(r["dq"]),
+        "dq": sm * (gamma(nd) * adS @ ak + e_dS @ ak) + u * np.abs(r["dq"]),
         "dk": sm * (gamma(nq) * adS.transpose(0, 2, 1) @ aq + e_dS.transpose(0, 2, 1) @ aq)
-        + U32 * np.abs(r["dk"]),
-        "dv": (gamma(nq) + rP * 1.01) * (p.transpose(0, 2, 1) @ do),
+        + u * np.abs(r["dk"]),
+        "dv": (gamma(nq) + rP * 1.01) * (p.transpose(0, 2, 1) @ do) + f["low"] * np.abs(
+            r["dv"]),
     }.items()}
 
 
@@ -238,11 +261,73 @@ def embedding_bag_case(rng, V, D, bags, mode) -> Case:
                 [w, idx, off], ref, bound)
 
 
+def embedding_bag_train_case(rng, V, D, bags, mode, weighted=False,
+                             dtype="float32") -> MultiCase:
+    """Forward and gradients of tilepy.kernels.embedding_bag_api against float64 loops:
+    out, the dense table gradient dw and (weighted) the per-sample weights' dpsw."""
+    w = rng.standard_normal((V, D)).astype(np.float32).astype(np.dtype(dtype))
+    sizes = rng.integers(0, 9, bags)
+    sizes[0] = 0
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    idx = rng.integers(0, V, off[-1]).astype(np.int32)
+    psw = rng.standard_normal(idx.size).astype(np.float32).astype(w.dtype) if weighted \
+        else None
+    g = rng.standard_normal((bags, D)).astype(np.float32).astype(w.dtype)
+    W, G = w.astype(np.float64), g.astype(np.float64)
+    P = np.ones(idx.size) if psw is None else psw.astype(np.float64)
+    bag = np.repeat(np.arange(bags), sizes)
+    ref, b_out = np.zeros((bags, D)), np.zeros((bags, D))
+    term = np.zeros((idx.size, D))  # d out[bag p] / d w[idx p], per position
+    for b, (lo, hi) in enumerate(zip(off[:-1], off[1:])):
+        if hi == lo:
+            continue
+        rows, n = W[idx[lo:hi]] * P[lo:hi, None], hi - lo
+        if mode == "max":
+            ref[b] = rows.max(0)
+            first = lo + np.argmax(rows == ref[b], 0)  # the first maximum's position
+            term[first, np.arange(D)] = G[b]
+        else:
+            ref[b] = rows.sum(0) / (n if mode == "mean" else 1)
+            term[lo:hi] = G[b] * P[lo:hi, None] / (n if mode == "mean" else 1)
+            # n products (or 1s) and n - 1 adds from 0: gamma_n; the mean's divide once more
+            b_out[b] = gamma(n) * np.abs(rows).sum(0) / (n if mode == "mean" else 1) + \
+                (U32 * np.abs(ref[b]) if mode == "mean" else 0)
+    dw, b_dw = np.zeros((V, D)), np.zeros((V, D))
+    np.add.at(dw, idx, term)
+    np.add.at(b_dw, idx, np.abs(term))
+    count = np.bincount(idx, minlength=V)[:, None]
+    # a row's k occurrences: a product (or divide) each, k - 1 adds from 0: gamma_k
+    b_dw = np.array([gamma(int(k)) for k in count[:, 0]])[:, None] * b_dw
+    low = 0.0 if dtype == "float32" else unit_roundoff(dtype)  # narrow outputs round once
+    refs = {"out": ref, "dw": dw}
+    bounds = {"out": b_out + low * np.abs(ref), "dw": b_dw + low * np.abs(dw)}
+    if weighted:  # D products and D - 1 adds from 0
+        refs["dpsw"] = np.einsum("pd,pd->p", W[idx], G[bag])
+        bounds["dpsw"] = gamma(D) * np.einsum("pd,pd->p", np.abs(W[idx]), np.abs(G[bag])) \
+            + low * np.abs(refs["dpsw"])
+    return MultiCase(f"embedding bag {mode}{' weighted' if weighted else ''} {dtype}",
+                     {"weight": w, "indices": idx, "offsets": off, "psw": psw, "dout": g},
+                     refs, bounds)
+
+
 def xent_case(rng, M, C, smoothing, ignore_index=-100, chunk=256) -> MultiCase:
+    x, lab = _xent_inputs(rng, M, C, ignore_index)
+    dl = rng.standard_normal(M).astype(np.float32)
+    refs, bounds = _xent_refs(x, lab, dl.astype(np.float64), smoothing, ignore_index, chunk)
+    return MultiCase(f"cross-entropy eps={smoothing}", {"x": x, "labels": lab, "dloss": dl},
+                     refs, bounds)
+
+
+def _xent_inputs(rng, M, C, ignore_index):
     x = (rng.standard_normal((M, C)) * 3).astype(np.float32)
     lab = rng.integers(0, C, M).astype(np.int32)
     lab[::5] = ignore_index
-    dl = rng.standard_normal(M).astype(np.float32)
+    return x, lab
+
+
+def _xent_refs(x, lab, dl, smoothing, ignore_index, chunk):
+    """Per-row loss, lse and dx (for the rows' dLoss dl) in float64, with their bounds."""
+    M, C = x.shape
     X = x.astype(np.float64)
     m = X.max(1, keepdims=True)
     lse = (m + np.log(np.exp(X - m).sum(1, keepdims=True)))[:, 0]
@@ -252,7 +337,7 @@ def xent_case(rng, M, C, smoothing, ignore_index=-100, chunk=256) -> MultiCase:
     p = np.exp(X - lse[:, None])
     hot = np.zeros_like(X)
     hot[np.arange(M), np.where(keep, lab, 0)] = 1 - smoothing
-    dx = np.where(keep[:, None], (p - hot - smoothing / C) * dl[:, None].astype(np.float64), 0)
+    dx = np.where(keep[:, None], (p - hot - smoothing / C) * dl[:, None], 0)
     # the sum of exp as softmax's (C adds, a rescale of 2 roundings and an exp per chunk, the
     # exps' EXP_U): relative r to the sum, absolute r in its log; log rounds (u|log|), the
     # max add (u|lse|); the loss: 4 roundings of values up to |lse| + |x_y| + eps*sum|x|.
@@ -266,6 +351,32 @@ def xent_case(rng, M, C, smoothing, ignore_index=-100, chunk=256) -> MultiCase:
     # subtractions and the multiply by dLoss: 4 roundings of values up to p + 1.
     rp = b_lse[:, None] + (np.abs(X - lse[:, None]) + 1 + EXP_U) * U32
     b_dx = np.where(keep[:, None], (rp * p + 4 * U32 * (p + 1)) * np.abs(dl)[:, None] * 1.01, 0)
-    return MultiCase(f"cross-entropy eps={smoothing}", {"x": x, "labels": lab, "dloss": dl},
-                     {"loss": loss, "lse": lse, "dx": dx},
-                     {"loss": b_loss, "lse": np.where(True, b_lse, 0), "dx": b_dx})
+    return {"loss": loss, "lse": lse, "dx": dx}, {"loss": b_loss, "lse": b_lse, "dx": b_dx}
+
+
+def xent_reduced_case(rng, M, C, reduction, smoothing=0.0, weighted=False,
+                      ignore_index=-100) -> MultiCase:
+    """tilepy.kernels.xent_api's loss and dx against torch's definition in float64: rows
+    weighted by their class's weight (or 1), 0 when ignored; 'mean' divides by the
+    weights' sum. The float64 sums (M adds) and the rounding to float32 add gamma_M(2^-53)
+    and u to the per-row bounds carried through the same weights."""
+    x, lab = _xent_inputs(rng, M, C, ignore_index)
+    cw = rng.uniform(0.5, 2, C).astype(np.float32) if weighted else None
+    keep = lab != ignore_index
+    w = np.where(keep, 1.0 if cw is None else cw.astype(np.float64)[np.where(keep, lab, 0)], 0)
+    dloss = rng.standard_normal(M if reduction == "none" else ()).astype(np.float32)
+    scale = w / w.sum() if reduction == "mean" else w
+    refs, b = _xent_refs(x, lab, dloss * scale, smoothing, ignore_index, 256)
+    g64 = gamma(M, 2.0 ** -53)
+    terms, b_terms = w * refs["loss"], w * b["loss"]
+    if reduction == "none":
+        loss, b_loss = terms, b_terms + U32 * np.abs(terms)
+    else:
+        div = w.sum() if reduction == "mean" else 1.0
+        loss = terms.sum() / div
+        b_loss = ((b_terms.sum() + 2 * g64 * np.abs(terms).sum()) / div + U32 * abs(loss)) * 1.01
+    # each row's dLoss is rounded to float32 once (u relative), as dx is then
+    b_dx = b["dx"] * 1.01 + U32 * np.abs(refs["dx"]) * 1.01
+    return MultiCase(f"cross-entropy {reduction} eps={smoothing}{' weighted' * weighted}",
+                     {"x": x, "labels": lab, "dloss": dloss, "weight": cw},
+                     {"loss": loss, "dx": refs["dx"]}, {"loss": b_loss, "dx": b_dx})

@@ -1,15 +1,19 @@
 """Flash attention for training: a forward that also writes the logsumexp of each query row,
 and a backward that recomputes the probabilities from it (FlashAttention-2's scheme), with
-causal masking, grouped KV heads (GQA: query head h reads KV head h // (heads // kv_heads))
-and variable lengths (packed sequences, cu_seqlens). Rows are addressed through
-attn_layout (both layouts, one kernel); the wrappers that build tables are in attention_api.
+causal masking (top-left aligned, as torch SDPA), grouped KV heads (GQA: query head h reads
+KV head h // (heads // kv_heads)), queries and keys of different lengths (cross-attention:
+CuQ and CuK give each sequence's rows) and variable lengths (packed sequences). Rows are
+addressed through attn_layout (both layouts, one kernel); the wrappers that build tables
+are in attention_api. The online softmax (online_softmax_state/_step) also serves the
+fixed-shape forward of attention.py.
 
 Backward, without atomics: `attention_delta` (Delta = rowsum(dO * O)), `attention_dkdv`
 (one block per KV tile and KV head: the group's query heads, then query tiles, ascending,
 add into dK and dV) and `attention_dq` (one block per query tile: KV tiles ascending).
 Scores are in base 2: P = exp2(s * log2(e)/sqrt(d) - lse * log2(e)). Causal masking and
 the layout are run-time flags (Flags = [causal, varlen]): one compile per head count, dim,
-tile and dtype serves them all.
+tile and dtype serves them all. Inputs may be float32, bfloat16 or float16; every sum is
+accumulated in float32 and P, dP, dS stay float32 in the backward's gemms.
 """
 
 import math
@@ -34,22 +38,69 @@ def _load_rows(dst, src, off, stride, s0, n, rows, dim):
 
 
 @T.macro
-def _mask(scores, q0, k0, n, causal, block_M, block_N):
+def _mask(scores, q0, k0, nq, nk, causal, block_M, block_N):
     """Scores start at 0 where the key is visible to the query, else -inf; the gemm adds."""
     for i, j in T.Parallel(block_M, block_N):
-        ok = (k0 + j < n) and (q0 + i < n) and (causal == 0 or k0 + j <= q0 + i)
+        ok = (k0 + j < nk) and (q0 + i < nq) and (causal == 0 or k0 + j <= q0 + i)
         scores[i, j] = T.if_then_else(ok, 0.0, NEG_INF)
 
 
 @T.macro
-def _scores(scores, Q_s, K_s, q0, k0, n, causal, block_M, block_N):
+def masked_scores(scores, Q_s, K_s, q0, k0, nq, nk, causal, block_M, block_N, may_mask=True):
     """scores = Q_s K_s^T, -inf where masked; a tile with every key visible to every query
-    skips the mask (a cleared accumulator gives the same sums)."""
-    if k0 + block_N <= n and q0 + block_M <= n and (causal == 0 or k0 + block_N <= q0 + 1):
+    skips the mask (a cleared accumulator gives the same sums), and may_mask=False (known
+    when the kernel is built) leaves the mask out of the kernel. Causal is top-left aligned
+    (torch SDPA's is_causal): query i sees the keys j <= i of its sequence."""
+    if not may_mask:
+        T.gemm(Q_s, K_s, scores, transpose_B=True, clear_accum=True)
+    elif k0 + block_N <= nk and q0 + block_M <= nq and (causal == 0 or k0 + block_N <= q0 + 1):
         T.gemm(Q_s, K_s, scores, transpose_B=True, clear_accum=True)
     else:
-        _mask(scores, q0, k0, n, causal, block_M, block_N)
+        _mask(scores, q0, k0, nq, nk, causal, block_M, block_N)
         T.gemm(Q_s, K_s, scores, transpose_B=True)
+
+
+@T.macro
+def online_softmax_state(block_M, block_N, dim, dtype):
+    """The online softmax's buffers, cleared (no key seen yet): (scores, probs, acc_o,
+    m_new, m_old, rescale, block_sum, denom); probs holds P in the inputs' dtype."""
+    scores = T.alloc_fragment((block_M, block_N), ACC)
+    probs = T.alloc_fragment((block_M, block_N), dtype)
+    acc_o = T.alloc_fragment((block_M, dim), ACC)
+    m_new = T.alloc_fragment((block_M,), ACC)
+    m_old = T.alloc_fragment((block_M,), ACC)
+    rescale = T.alloc_fragment((block_M,), ACC)
+    block_sum = T.alloc_fragment((block_M,), ACC)
+    denom = T.alloc_fragment((block_M,), ACC)
+    T.clear(acc_o)
+    T.clear(denom)
+    T.fill(m_new, NEG_INF)
+    return scores, probs, acc_o, m_new, m_old, rescale, block_sum, denom
+
+
+@T.macro
+def online_softmax_step(state, V_s, scale, dtype, block_M, block_N, dim):
+    """Fold one KV tile's scores (state[0], -inf where masked) and values V_s into the
+    running max, denominator and output: the flash-attention update in base 2
+    (scale = log2(e) / sqrt(d)). Low-precision inputs round P to their dtype before P V,
+    as FlashAttention and torch's CPU kernel do."""
+    scores, probs, acc_o, m_new, m_old, rescale, block_sum, denom = state
+    T.copy(m_new, m_old)
+    T.reduce_max(scores, m_new, dim=1, clear=False)
+    for i in T.Parallel(block_M):
+        rescale[i] = T.exp2(m_old[i] * scale - m_new[i] * scale)
+    for i, j in T.Parallel(block_M, block_N):
+        scores[i, j] = T.exp2(scores[i, j] * scale - m_new[i] * scale)
+    T.reduce_sum(scores, block_sum, dim=1)
+    for i in T.Parallel(block_M):
+        denom[i] = denom[i] * rescale[i] + block_sum[i]
+    for i, j in T.Parallel(block_M, dim):
+        acc_o[i, j] *= rescale[i]
+    if dtype == ACC:  # probs would be a copy of scores: use them as they are
+        T.gemm(scores, V_s, acc_o)
+    else:
+        T.copy(scores, probs)
+        T.gemm(probs, V_s, acc_o)
 
 
 @tilepy.jit
@@ -60,56 +111,33 @@ def attention_fwd(heads, kv_heads, dim, block_M=64,
 
     @T.prim_func
     def attention_fwd(Q: T.Tensor((RQ, dim), dtype), K: T.Tensor((RK, dim), dtype),
-                      V: T.Tensor((RK, dim), dtype), Cu: T.Tensor((B1,), "int32"),
-                      Tiles: T.Tensor((NT, 2), "int32"),
+                      V: T.Tensor((RK, dim), dtype), CuQ: T.Tensor((B1,), "int32"),
+                      CuK: T.Tensor((B1,), "int32"), Tiles: T.Tensor((NT, 2), "int32"),
                       Flags: T.Tensor((2,), "int32"), O: T.Tensor((RQ, dim), dtype),
                       LSE: T.Tensor((RQ,), ACC)):
         with T.Kernel(NT, heads, threads=128) as (bx, by):
             Q_s = T.alloc_shared((block_M, dim), dtype)
             K_s = T.alloc_shared((block_N, dim), dtype)
             V_s = T.alloc_shared((block_N, dim), dtype)
-            scores = T.alloc_fragment((block_M, block_N), ACC)
-            probs = T.alloc_fragment((block_M, block_N), dtype)
-            acc_o = T.alloc_fragment((block_M, dim), ACC)
-            m_new = T.alloc_fragment((block_M,), ACC)
-            m_old = T.alloc_fragment((block_M,), ACC)
-            rescale = T.alloc_fragment((block_M,), ACC)
-            block_sum = T.alloc_fragment((block_M,), ACC)
-            denom = T.alloc_fragment((block_M,), ACC)
+            state = online_softmax_state(block_M, block_N, dim, dtype)
+            scores, probs, acc_o, m_new, m_old, rescale, block_sum, denom = state
             b, q0 = Tiles[bx, 0], Tiles[bx, 1]
-            n = Cu[b + 1] - Cu[b]
-            qoff, qst = row_offset(Flags[1], b, by, heads, Cu[b], n)
-            koff, kst = row_offset(Flags[1], b, by // group, kv_heads, Cu[b], n)
-            _load_rows(Q_s, Q, qoff, qst, q0, n, block_M, dim)
-            T.clear(acc_o)
-            T.clear(denom)
-            T.fill(m_new, NEG_INF)
-            last = T.if_then_else(Flags[0] != 0, T.min(q0 + block_M, n), n)
+            nq, nk = CuQ[b + 1] - CuQ[b], CuK[b + 1] - CuK[b]
+            qoff, qst = row_offset(Flags[1], b, by, heads, CuQ[b], nq)
+            koff, kst = row_offset(Flags[1], b, by // group, kv_heads, CuK[b], nk)
+            _load_rows(Q_s, Q, qoff, qst, q0, nq, block_M, dim)
+            last = T.if_then_else(Flags[0] != 0, T.min(q0 + block_M, nk), nk)
             for kb in T.serial(T.ceildiv(last, block_N)):
-                _load_rows(K_s, K, koff, kst, kb * block_N, n, block_N, dim)
-                _scores(scores, Q_s, K_s, q0, kb * block_N, n, Flags[0], block_M, block_N)
-                T.copy(m_new, m_old)
-                T.reduce_max(scores, m_new, dim=1, clear=False)
-                for i in T.Parallel(block_M):
-                    rescale[i] = T.exp2(m_old[i] * scale - m_new[i] * scale)
-                for i, j in T.Parallel(block_M, block_N):
-                    scores[i, j] = T.exp2(scores[i, j] * scale - m_new[i] * scale)
-                T.reduce_sum(scores, block_sum, dim=1)
-                for i in T.Parallel(block_M):
-                    denom[i] = denom[i] * rescale[i] + block_sum[i]
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] *= rescale[i]
-                _load_rows(V_s, V, koff, kst, kb * block_N, n, block_N, dim)
-                if dtype == ACC:
-                    T.gemm(scores, V_s, acc_o)
-                else:
-                    T.copy(scores, probs)
-                    T.gemm(probs, V_s, acc_o)
+                _load_rows(K_s, K, koff, kst, kb * block_N, nk, block_N, dim)
+                masked_scores(scores, Q_s, K_s, q0, kb * block_N, nq, nk, Flags[0], block_M,
+                              block_N)
+                _load_rows(V_s, V, koff, kst, kb * block_N, nk, block_N, dim)
+                online_softmax_step(state, V_s, scale, dtype, block_M, block_N, dim)
             for i, d in T.Parallel(block_M, dim):
-                if q0 + i < n:
+                if q0 + i < nq:
                     O[qoff + (q0 + i) * qst, d] = acc_o[i, d] / denom[i]
             for i in T.Parallel(block_M):
-                if q0 + i < n:
+                if q0 + i < nq:
                     LSE[qoff + (q0 + i) * qst] = (m_new[i] * scale + T.log2(denom[i])) * LN2
 
     return attention_fwd
@@ -135,6 +163,30 @@ def attention_delta(block_M=64, dim=64, dtype="float32"):
             T.copy(s, Delta[bx * block_M])
 
     return attention_delta
+
+
+@T.macro
+def _bwd_tiles(block, dim, dtype):
+    """The backward's tiles: (Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta)."""
+    Q_s = T.alloc_shared((block, dim), dtype)
+    dO_s = T.alloc_shared((block, dim), dtype)
+    K_s = T.alloc_shared((block, dim), dtype)
+    V_s = T.alloc_shared((block, dim), dtype)
+    scores = T.alloc_fragment((block, block), ACC)
+    P = T.alloc_fragment((block, block), ACC)
+    dP = T.alloc_fragment((block, block), ACC)
+    lse2 = T.alloc_fragment((block,), ACC)
+    delta = T.alloc_fragment((block,), ACC)
+    return Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta
+
+
+@T.macro
+def _recompute(tiles, q0, k0, nq, nk, causal, scale, block):
+    """P and dS of a (query tile, KV tile) pair from the loaded tiles and row stats."""
+    Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta = tiles
+    masked_scores(scores, Q_s, K_s, q0, k0, nq, nk, causal, block, block)
+    T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
+    _probs(scores, P, dP, lse2, delta, scale, block, block)
 
 
 @T.macro
@@ -173,49 +225,41 @@ def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=Fal
     def attention_dkdv(Q: T.Tensor((RQ, dim), dtype), K: T.Tensor((RK, dim), dtype),
                        V: T.Tensor((RK, dim), dtype), dO: T.Tensor((RQ, dim), dtype),
                        LSE: T.Tensor((RQ,), ACC), Delta: T.Tensor((RQ,), ACC),
-                       Cu: T.Tensor((B1,), "int32"), Tiles: T.Tensor((NT, 2), "int32"),
-                       Flags: T.Tensor((2,), "int32"), DQP: T.Tensor((NKT, RP, dim), ACC),
+                       CuQ: T.Tensor((B1,), "int32"), CuK: T.Tensor((B1,), "int32"),
+                       Tiles: T.Tensor((NT, 2), "int32"), Flags: T.Tensor((2,), "int32"),
+                       DQP: T.Tensor((NKT, RP, dim), ACC),
                        dK: T.Tensor((RK, dim), dtype), dV: T.Tensor((RK, dim), dtype)):
         with T.Kernel(NT, kv_heads, threads=128) as (bx, by):
-            Q_s = T.alloc_shared((block, dim), dtype)
-            dO_s = T.alloc_shared((block, dim), dtype)
-            K_s = T.alloc_shared((block, dim), dtype)
-            V_s = T.alloc_shared((block, dim), dtype)
-            scores = T.alloc_fragment((block, block), ACC)
-            P = T.alloc_fragment((block, block), ACC)
-            dP = T.alloc_fragment((block, block), ACC)
+            tiles = _bwd_tiles(block, dim, dtype)
+            Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta = tiles
             dK_l = T.alloc_fragment((block, dim), ACC)
             dV_l = T.alloc_fragment((block, dim), ACC)
             if dq_parts:
                 dq_l = T.alloc_fragment((block, dim), ACC)
-            lse2 = T.alloc_fragment((block,), ACC)
-            delta = T.alloc_fragment((block,), ACC)
             b, k0 = Tiles[bx, 0], Tiles[bx, 1]
-            n = Cu[b + 1] - Cu[b]
-            koff, kst = row_offset(Flags[1], b, by, kv_heads, Cu[b], n)
-            _load_rows(K_s, K, koff, kst, k0, n, block, dim)
-            _load_rows(V_s, V, koff, kst, k0, n, block, dim)
+            nq, nk = CuQ[b + 1] - CuQ[b], CuK[b + 1] - CuK[b]
+            koff, kst = row_offset(Flags[1], b, by, kv_heads, CuK[b], nk)
+            _load_rows(K_s, K, koff, kst, k0, nk, block, dim)
+            _load_rows(V_s, V, koff, kst, k0, nk, block, dim)
             T.clear(dK_l)
             T.clear(dV_l)
             first = T.if_then_else(Flags[0] != 0, k0 // block, 0)
             for g in T.serial(group):
-                qoff, qst = row_offset(Flags[1], b, by * group + g, heads, Cu[b], n)
-                for qb in T.serial(first, T.ceildiv(n, block)):
-                    _load_rows(Q_s, Q, qoff, qst, qb * block, n, block, dim)
-                    _load_rows(dO_s, dO, qoff, qst, qb * block, n, block, dim)
-                    _load_stats(lse2, delta, LSE, Delta, qoff, qst, qb * block, n, block)
-                    _scores(scores, Q_s, K_s, qb * block, k0, n, Flags[0], block, block)
-                    T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
-                    _probs(scores, P, dP, lse2, delta, scale, block, block)
+                qoff, qst = row_offset(Flags[1], b, by * group + g, heads, CuQ[b], nq)
+                for qb in T.serial(first, T.ceildiv(nq, block)):
+                    _load_rows(Q_s, Q, qoff, qst, qb * block, nq, block, dim)
+                    _load_rows(dO_s, dO, qoff, qst, qb * block, nq, block, dim)
+                    _load_stats(lse2, delta, LSE, Delta, qoff, qst, qb * block, nq, block)
+                    _recompute(tiles, qb * block, k0, nq, nk, Flags[0], scale, block)
                     T.gemm(P, dO_s, dV_l, transpose_A=True)
                     T.gemm(dP, Q_s, dK_l, transpose_A=True)
                     if dq_parts:
                         T.gemm(dP, K_s, dq_l, clear_accum=True)
                         for i, d in T.Parallel(block, dim):
-                            if qb * block + i < n:
+                            if qb * block + i < nq:
                                 DQP[k0 // block, qoff + (qb * block + i) * qst, d] = dq_l[i, d]
-            _store_rows(dK, dK_l, koff, kst, k0, n, block, dim, sm)
-            _store_rows(dV, dV_l, koff, kst, k0, n, block, dim, 1.0)
+            _store_rows(dK, dK_l, koff, kst, k0, nk, block, dim, sm)
+            _store_rows(dV, dV_l, koff, kst, k0, nk, block, dim, 1.0)
 
     return attention_dkdv
 
@@ -230,37 +274,28 @@ def attention_dq(heads, kv_heads, dim, block=64, dtype="float32"):
     def attention_dq(Q: T.Tensor((RQ, dim), dtype), K: T.Tensor((RK, dim), dtype),
                      V: T.Tensor((RK, dim), dtype), dO: T.Tensor((RQ, dim), dtype),
                      LSE: T.Tensor((RQ,), ACC), Delta: T.Tensor((RQ,), ACC),
-                     Cu: T.Tensor((B1,), "int32"), Tiles: T.Tensor((NT, 2), "int32"),
-                     Flags: T.Tensor((2,), "int32"),
+                     CuQ: T.Tensor((B1,), "int32"), CuK: T.Tensor((B1,), "int32"),
+                     Tiles: T.Tensor((NT, 2), "int32"), Flags: T.Tensor((2,), "int32"),
                      dQ: T.Tensor((RQ, dim), dtype)):
         with T.Kernel(NT, heads, threads=128) as (bx, by):
-            Q_s = T.alloc_shared((block, dim), dtype)
-            dO_s = T.alloc_shared((block, dim), dtype)
-            K_s = T.alloc_shared((block, dim), dtype)
-            V_s = T.alloc_shared((block, dim), dtype)
-            scores = T.alloc_fragment((block, block), ACC)
-            P = T.alloc_fragment((block, block), ACC)
-            dP = T.alloc_fragment((block, block), ACC)
+            tiles = _bwd_tiles(block, dim, dtype)
+            Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta = tiles
             dQ_l = T.alloc_fragment((block, dim), ACC)
-            lse2 = T.alloc_fragment((block,), ACC)
-            delta = T.alloc_fragment((block,), ACC)
             b, q0 = Tiles[bx, 0], Tiles[bx, 1]
-            n = Cu[b + 1] - Cu[b]
-            qoff, qst = row_offset(Flags[1], b, by, heads, Cu[b], n)
-            koff, kst = row_offset(Flags[1], b, by // group, kv_heads, Cu[b], n)
-            _load_rows(Q_s, Q, qoff, qst, q0, n, block, dim)
-            _load_rows(dO_s, dO, qoff, qst, q0, n, block, dim)
-            _load_stats(lse2, delta, LSE, Delta, qoff, qst, q0, n, block)
+            nq, nk = CuQ[b + 1] - CuQ[b], CuK[b + 1] - CuK[b]
+            qoff, qst = row_offset(Flags[1], b, by, heads, CuQ[b], nq)
+            koff, kst = row_offset(Flags[1], b, by // group, kv_heads, CuK[b], nk)
+            _load_rows(Q_s, Q, qoff, qst, q0, nq, block, dim)
+            _load_rows(dO_s, dO, qoff, qst, q0, nq, block, dim)
+            _load_stats(lse2, delta, LSE, Delta, qoff, qst, q0, nq, block)
             T.clear(dQ_l)
-            last = T.if_then_else(Flags[0] != 0, T.min(q0 + block, n), n)
+            last = T.if_then_else(Flags[0] != 0, T.min(q0 + block, nk), nk)
             for kb in T.serial(T.ceildiv(last, block)):
-                _load_rows(K_s, K, koff, kst, kb * block, n, block, dim)
-                _load_rows(V_s, V, koff, kst, kb * block, n, block, dim)
-                _scores(scores, Q_s, K_s, q0, kb * block, n, Flags[0], block, block)
-                T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
-                _probs(scores, P, dP, lse2, delta, scale, block, block)
+                _load_rows(K_s, K, koff, kst, kb * block, nk, block, dim)
+                _load_rows(V_s, V, koff, kst, kb * block, nk, block, dim)
+                _recompute(tiles, q0, kb * block, nq, nk, Flags[0], scale, block)
                 T.gemm(dP, K_s, dQ_l)
-            _store_rows(dQ, dQ_l, qoff, qst, q0, n, block, dim, sm)
+            _store_rows(dQ, dQ_l, qoff, qst, q0, nq, block, dim, sm)
 
     return attention_dq
 
@@ -272,20 +307,21 @@ def attention_dq_sum(heads, dim, block=64, dtype="float32"):
     RQ, B1, NT, NKT = T.symbolic("RQ"), T.symbolic("B1"), T.symbolic("NT"), T.symbolic("NKT")
 
     @T.prim_func
-    def attention_dq_sum(DQP: T.Tensor((NKT, RQ, dim), ACC), Cu: T.Tensor((B1,), "int32"),
-                         Tiles: T.Tensor((NT, 2), "int32"), Flags: T.Tensor((2,), "int32"),
+    def attention_dq_sum(DQP: T.Tensor((NKT, RQ, dim), ACC), CuQ: T.Tensor((B1,), "int32"),
+                         CuK: T.Tensor((B1,), "int32"), Tiles: T.Tensor((NT, 2), "int32"),
+                         Flags: T.Tensor((2,), "int32"),
                          dQ: T.Tensor((RQ, dim), dtype)):
         with T.Kernel(NT, heads, threads=128) as (bx, by):
             acc = T.alloc_fragment((block, dim), ACC)
             b, q0 = Tiles[bx, 0], Tiles[bx, 1]
-            n = Cu[b + 1] - Cu[b]
-            qoff, qst = row_offset(Flags[1], b, by, heads, Cu[b], n)
+            nq, tiles_k = CuQ[b + 1] - CuQ[b], T.ceildiv(CuK[b + 1] - CuK[b], block)
+            qoff, qst = row_offset(Flags[1], b, by, heads, CuQ[b], nq)
             T.clear(acc)
-            seen = T.if_then_else(Flags[0] != 0, q0 // block + 1, T.ceildiv(n, block))
+            seen = T.if_then_else(Flags[0] != 0, T.min(q0 // block + 1, tiles_k), tiles_k)
             for kt in T.serial(seen):
                 for i, d in T.Parallel(block, dim):
-                    if q0 + i < n:
+                    if q0 + i < nq:
                         acc[i, d] = acc[i, d] + DQP[kt, qoff + (q0 + i) * qst, d]
-            _store_rows(dQ, acc, qoff, qst, q0, n, block, dim, sm)
+            _store_rows(dQ, acc, qoff, qst, q0, nq, block, dim, sm)
 
     return attention_dq_sum

@@ -4,7 +4,7 @@ ignored label:
             Loss[i] = LSE[i] - (1 - eps) X[i, y_i] - (eps / C) sum_j X[i, j], 0 if ignored
   backward  dX[i, j] = dLoss[i] (exp(X[i, j] - LSE[i]) - (1 - eps)[j == y_i] - eps / C),
             0 for ignored rows.
-Per-row results; tilepy.kernels.xent_api reduces them (mean over the rows not ignored).
+Per-row results; tilepy.kernels.xent_api reduces them (torch's 'mean' | 'sum' | 'none').
 """
 
 import tilepy
