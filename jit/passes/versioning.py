@@ -57,8 +57,9 @@ def _version(loop: For, fresh: Fresh) -> list | None:
     variable in an enclosing `if` of the nest (`if ih >= 0 and ih < H:`) narrows that
     variable's range for the accesses under it: variables are immutable, so it holds
     wherever they run. Comparisons on both sides bound a variable whose value has no range
-    (one read from an array: a gather's index table). Each intermediate range must also lie inside its node's dtype and
-    the int32 range, so no index arithmetic in the nest can wrap; otherwise, or for any
+    (one read from an array: a gather's index table). Each intermediate range must also
+    lie inside its node's dtype and the int32 range, so no index arithmetic in the nest
+    can wrap; otherwise, or for any
     other expression (a load, a non-constant product), that access stays checked in both
     copies. The ranges over-approximate: the test may send a nest to the checked copy
     needlessly, but never skips a needed check."""
