@@ -65,6 +65,11 @@ class TileOp:
             self._into = Kernel(f.__class__(**{**f.__dict__, "out_idx": ()}))
         return self._into
 
+    def kernel_with(self, tiles: dict) -> Kernel:
+        """The kernel with these tiles (by `tiles=` names) over the user's and the model's."""
+        chosen = choose_tiles(self.body, {**self.user_tiles, **tiles}, self._where())
+        return Kernel(lower(self.body, chosen))
+
     def _where(self) -> Loc:
         return self.body.sig.output_locs[0]
 

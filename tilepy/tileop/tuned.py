@@ -39,11 +39,7 @@ def neighbours(op) -> list[dict]:
 
 def build(op, config: dict) -> Kernel:
     """The op's kernel with the config's tiles over the user's and the model's."""
-    from tilepy.tileop.lower import lower
-    from tilepy.tileop.op import choose_tiles
-
-    tiles = choose_tiles(op.body, {**op.user_tiles, **config}, op._where())
-    return Kernel(lower(op.body, tiles))
+    return op.kernel_with(config)
 
 
 def ident(op) -> str:
