@@ -286,7 +286,7 @@ _ROWS = [
     OpDef(Op.RSQRT, 1, _F, _FLT, _rsqrt, "(1.0 / _sqrt({0}))", "1 / sqrt(a), rounded once",
           names=("rsqrt",), helper=scalar._sqrt, py=scalar._sqrt),
     OpDef(Op.TANH, 1, _F, _FLT, np.tanh, "math.tanh({0})", "tanh", names=("tanh",),
-          helper=math.tanh, py=np.tanh),
+          helper=math.tanh, py=np.tanh, to32="_tanh_to32({0})"),
     OpDef(Op.SIGMOID, 1, _F, _FLT, _sigmoid, "(1.0 / (1.0 + math.exp(-{0})))",
           "1 / (1 + e ** -a), rounded once", names=("sigmoid",),
           helper=math.exp, py=np.exp, to32="(1.0 / (1.0 + _exp_to32(-{0})))",

@@ -1,5 +1,5 @@
-"""Vectorisable exp and exp2 for the numba tier: float64 ones for float32-or-narrower results
-(every mode), and fast mode's float32 ones (FAST_F32, within 2 ulp).
+"""Vectorisable exp, exp2 and tanh for the numba tier: float64 ones for float32-or-narrower
+results (every mode), and fast mode's float32 ones (FAST_F32, within 2 ulp).
 
 The numerics contract computes transcendentals in float64 and rounds once to the result
 dtype; libm's `exp` is a call per element, which LLVM cannot vectorise. The float64 `exp`
@@ -32,6 +32,18 @@ import numpy as np
 # reduction (a `(x + 1.5 * 2**52) - 1.5 * 2**52` rounding trick would be reassociated away).
 # This FMA implements one float64 function, as libm's own exp does; it is not a contraction
 # of the kernel's arithmetic, which stays FMA-free.
+
+# tanh (tanh_to32) for float32-or-narrower results, from the same pieces:
+#     tanh(|x|) = -em / (2 + em),  em = exp(-2|x|) - 1 = 2**n (exp(r) - 1) + (2**n - 1)
+# exp(r) - 1 comes from the polynomial without the leading 1, so there is no cancellation
+# near 0, and em lies in (-1, 0] where no step cancels much: within 2.6 ulp of the true
+# tanh (the test measures it against long double), so the result rounded to float32 is the
+# correctly rounded one except in rare ties, as for exp. |x| is clamped to 18 first
+# (tanh(18) = 1 - 4.6e-16 rounds to 1 in float32, as tanh does from 9.01 on; 2**n - 1 is
+# then exact, n >= -52); the sign is x's, so tanh(-0) is -0; NaN passes through. Unlike
+# libm's tanh (a call per element), LLVM vectorises it.
+_TANH_CLAMP = 18.0
+_ABS64, _SIGN64 = np.uint64(0x7FFFFFFFFFFFFFFF), np.uint64(0x8000000000000000)
 
 # Taylor coefficients 1/k!, k = 2..13: |r| <= 0.3466 leaves r**14 / 14! < 5e-18.
 _C = [1.0 / math.factorial(k) for k in range(2, 14)]
@@ -86,15 +98,20 @@ def numba_math() -> dict:
     I52 = np.int64(52)
 
     @numba.njit(inline="always")
-    def exp_reduced(r, n):
-        """2**n * exp(r) for |r| <= ln2/2 (a little more is fine) and integer |n| <= 300."""
+    def expm1_reduced(r):
+        """exp(r) - 1 for |r| <= ln2/2 (a little more is fine): r + r**2 * q(r)."""
         r2 = r * r
         r4 = r2 * r2
         hi = fma(fma(c13, r, c12), r2, fma(c11, r, c10))
         mid = fma(fma(c9, r, c8), r2, fma(c7, r, c6))
         lo = fma(fma(c5, r, c4), r2, fma(c3, r, c2))
         q = fma(fma(hi, r4, mid), r4, lo)
-        y = 1.0 + fma(r2, q, r)
+        return fma(r2, q, r)
+
+    @numba.njit(inline="always")
+    def exp_reduced(r, n):
+        """2**n * exp(r) for |r| <= ln2/2 (a little more is fine) and integer |n| <= 300."""
+        y = 1.0 + expm1_reduced(r)
         return bits_f64(f64_bits(y) + np.uint64(np.int64(n) << I52))  # n into the exponent
 
     @numba.njit(inline="always")
@@ -112,13 +129,26 @@ def numba_math() -> dict:
         y = exp_reduced(fma(r, _LN2_HI, r * _LN2_LO), n)
         return x if x != x else y
 
-    return {"_exp_to32": exp_to32, "_exp2_to32": exp2_to32}
+    @numba.njit(inline="always", error_model="numpy")
+    def tanh_to32(x):
+        a = min(bits_f64(f64_bits(x) & _ABS64), _TANH_CLAMP)  # |x|, clamped
+        y = -2.0 * a  # exact
+        n = rint(y * _INV_LN2)
+        p = expm1_reduced(fma(-n, _LN2_LO, fma(-n, _LN2_HI, y)))
+        s = bits_f64(f64_bits(1.0) + np.uint64(np.int64(n) << I52))  # 2**n, n in [-52, 0]
+        em = fma(s, p, s - 1.0)  # exp(-2|x|) - 1 in (-1, 0]; s - 1 is exact
+        t = bits_f64(f64_bits(-em / (2.0 + em)) & _ABS64)
+        t = bits_f64(f64_bits(t) | (f64_bits(x) & _SIGN64))  # x's sign (tanh(-0) is -0)
+        return x if x != x else t
+
+    return {"_exp_to32": exp_to32, "_exp2_to32": exp2_to32, "_tanh_to32": tanh_to32}
 
 
 def py_math() -> dict:
     """The same helpers for the py tier (no Numba): numpy's float64 exp and exp2."""
     return {"_exp_to32": lambda x: np.float64(np.exp(np.float64(x))),
-            "_exp2_to32": lambda x: np.float64(np.exp2(np.float64(x)))}
+            "_exp2_to32": lambda x: np.float64(np.exp2(np.float64(x))),
+            "_tanh_to32": lambda x: np.float64(np.tanh(np.float64(x)))}
 
 
 # ------------------------------------------------------------------ fast mode: float32 exp

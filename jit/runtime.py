@@ -187,6 +187,14 @@ def _in6(a, i, j, k, l, m, n):
     return _in5(a, i, j, k, l, m) and 0 <= n < a.shape[5]
 
 
+def _below(a, b):
+    """`0 <= a and a < b` for signed integers: one unsigned comparison of the two as int64
+    (a negative `a` wraps past every bound; a negative `b` admits nothing), which LLVM
+    keeps branch-free where the pair of comparisons against a run-time `b` kept the loop
+    around it scalar."""
+    return np.uint64(np.int64(a)) < np.uint64(max(np.int64(b), 0))
+
+
 def _apart(a, b):
     """Whether two C-contiguous arrays share no byte (jit/passes/fusion.py's alias test)."""
     a0, b0 = np.uint64(a.ctypes.data), np.uint64(b.ctypes.data)
@@ -196,7 +204,7 @@ def _apart(a, b):
 HELPERS = {**_OP_HELPERS, **{f.__name__: f for f in (
     _extreme, _f2i, _f2i64, _f2u64, _clamp,
     _wrap_int4, _wrap_uint4, _f32_odd, _ld1, _ld2, _ld3, _ld4, _ld5, _ld6, _in1, _in2, _in3,
-    _in4, _in5, _in6, _apart,
+    _in4, _in5, _in6, _below, _apart,
 )}}
 MAX_GUARDED_RANK = 6
 

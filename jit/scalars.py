@@ -107,6 +107,9 @@ class Emitter:
                             loc=self.loc)
 
     def call(self, c: Call) -> str:
+        below = _below_pair(c)
+        if below is not None:
+            return f"_below({self.expr(below[0])}, {self.expr(below[1])})"
         row = OPS[c.op]
         dts = tuple(a.dtype for a in c.args)
         if row.compute is Compute.CONVERT:
@@ -319,3 +322,22 @@ def _float_literal(v: float) -> str:
 
 def is_scalar_buffer(buf: Buffer) -> bool:
     return buf.scope is Scope.VAR or (buf.ndim == 0 and buf.scope is not Scope.GLOBAL)
+
+
+def _below_pair(c: Call):
+    """(a, b) when c is `a >= 0 and a < b` for signed integers a, b of one dtype and b not
+    a constant (LLVM folds that pair itself), which the runtime's `_below` computes as one
+    comparison (the same truth value), else None."""
+    if c.op is not Op.AND:
+        return None
+    lo, hi = c.args
+    if not (isinstance(lo, Call) and lo.op is Op.GE and isinstance(hi, Call)
+            and hi.op is Op.LT):
+        return None
+    a, zero = lo.args
+    if not (isinstance(zero, Const) and zero.value == 0 and hi.args[0] == a):
+        return None
+    b = hi.args[1]
+    ok = not isinstance(b, Const) and a.dtype == b.dtype and a.dtype.kind == "int" \
+        and a.dtype.bits in (32, 64)
+    return (a, b) if ok else None

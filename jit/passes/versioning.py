@@ -56,8 +56,10 @@ def _version(loop: For, fresh: Fresh) -> list | None:
     and modulo by constants, min/max, casts between integer types. A comparison of a
     variable in an enclosing `if` of the nest (`if ih >= 0 and ih < H:`) narrows that
     variable's range for the accesses under it: variables are immutable, so it holds
-    wherever they run. Each intermediate range must also lie inside its node's dtype and
-    the int32 range, so no index arithmetic in the nest can wrap; otherwise, or for any
+    wherever they run. Comparisons on both sides bound a variable whose value has no range
+    (one read from an array: a gather's index table). Each intermediate range must also
+    lie inside its node's dtype and the int32 range, so no index arithmetic in the nest
+    can wrap; otherwise, or for any
     other expression (a load, a non-constant product), that access stays checked in both
     copies. The ranges over-approximate: the test may send a nest to the checked copy
     needlessly, but never skips a needed check."""
@@ -191,26 +193,32 @@ class _Bounds:
             b = self.binds.get(e.name)
             if isinstance(b, Let):
                 r = self.interval(b.value)
+            elif isinstance(b, For):
+                r = self._loop_range(b)
             else:
-                r = self._loop_range(b) if isinstance(b, For) else None
-            return None if r is None else self._limit(e.name, r)
+                return None
+            return self._limit(e.name, r)
         if isinstance(e, Call):
             r = self._call(e)
             return None if r is None else self._no_wrap(r, e.dtype)
         return None
 
     def _limit(self, name: str, r):
-        """r narrowed by the guards' comparisons of `name` (`ih >= 0`, `r < rows`)."""
-        lo, hi = r
+        """r narrowed by the guards' comparisons of `name` (`ih >= 0`, `r < rows`). r may
+        be None (a value read from an array): the guards alone then bound the variable,
+        when they bound it on both sides (its one binding holds wherever it is read)."""
+        lo, hi = r or (None, None)
         for op, bound in self.limits.get(name, ()):
             b = self.interval(bound)
             if b is None:
                 continue
             if op in (Op.LT, Op.LE):
-                hi = self._op(Op.MIN, hi, b[1] if op is Op.LE else self._op(Op.SUB, b[1], 1))
+                h = b[1] if op is Op.LE else self._op(Op.SUB, b[1], 1)
+                hi = h if hi is None else self._op(Op.MIN, hi, h)
             else:
-                lo = self._op(Op.MAX, lo, b[0] if op is Op.GE else self._op(Op.ADD, b[0], 1))
-        return (lo, hi)
+                lw = b[0] if op is Op.GE else self._op(Op.ADD, b[0], 1)
+                lo = lw if lo is None else self._op(Op.MAX, lo, lw)
+        return None if lo is None or hi is None else (lo, hi)
 
     def _loop_range(self, f: For):
         if not isinstance(f.step, Const) or int(f.step.value) == 0:

@@ -101,6 +101,39 @@ def test_exp_rounded_to_float32_is_the_correctly_rounded_result(exp_to32):
     assert np.isnan(got[nan]).all()
 
 
+@pytest.fixture(scope="module")
+def tanh_to32():
+    return _elementwise("_tanh_to32")
+
+
+TANH_EDGES = np.array([0.0, -0.0, 1e-300, -1e-300, 5e-324, -5e-324, 1e-9, 0.17328679513998632,
+                       0.1732867951399863, 0.5, 9.010913, 17.999, 18.0, 18.5, 20.0, -25.0,
+                       1e300, -1e300, np.inf, -np.inf], dtype=np.float64)
+
+
+def test_tanh_is_within_three_ulp_of_float64_and_rounds_to_float32_correctly(tanh_to32):
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.uniform(-19.0, 19.0, 1 << 20), rng.uniform(-1, 1, 1 << 18),
+                        rng.uniform(-1e-4, 1e-4, 1 << 16), TANH_EDGES])
+    got = tanh_to32(x)
+    true = np.tanh(x.astype(np.longdouble))
+    below = np.abs(x) < 17.9  # above, the clamp's 1 - 4.6e-16 (1.0 in float32) is not tanh
+    err = np.abs((got[below].astype(np.longdouble) - true[below])
+                 / np.spacing(got[below]).astype(np.longdouble))
+    assert float(err.max()) < 2.6, float(err.max())
+    assert 0.3 < float(err.mean()) < 1.0  # a real approximation, not a copy of libm
+    with np.errstate(over="ignore"):  # +-1e300: +-inf in float32
+        x32 = np.concatenate([(rng.standard_normal(1 << 21) * 3).astype(np.float32),
+                              rng.uniform(-10, 10, 1 << 20).astype(np.float32),
+                              TANH_EDGES.astype(np.float32)])
+    g32 = tanh_to32(x32.astype(np.float64)).astype(np.float32)
+    w32 = np.tanh(x32.astype(np.longdouble)).astype(np.float32)
+    assert np.array_equal(bits(g32), bits(w32))  # signed zeros, +-1 and tiny values too
+    nan = np.array([np.nan, -np.nan], dtype=np.float64)
+    nan.view(np.uint64)[0] |= np.uint64(12345)
+    assert np.array_equal(bits(tanh_to32(nan)), bits(nan))
+
+
 @pytest.mark.parametrize("name", ["_exp_to32", "_exp2_to32"])
 def test_fast_math_flags_do_not_undo_the_range_reduction(name):
     """Fast kernels inline the same functions under fast-math flags (reassociation would
@@ -188,7 +221,7 @@ N_EW = 64
 @T.prim_func
 def transcendentals(X: T.Tensor((N_EW,), "float32"), E32: T.Tensor((N_EW,), "float32"),
                     S32: T.Tensor((N_EW,), "float32"), P32: T.Tensor((N_EW,), "float32"),
-                    EB: T.Tensor((N_EW,), "bfloat16"),
+                    H32: T.Tensor((N_EW,), "float32"), EB: T.Tensor((N_EW,), "bfloat16"),
                     E8: T.Tensor((N_EW,), "float8_e4m3fn"),
                     E64: T.Tensor((N_EW,), "float64")):
     with T.Kernel(1) as _:
@@ -196,6 +229,7 @@ def transcendentals(X: T.Tensor((N_EW,), "float32"), E32: T.Tensor((N_EW,), "flo
             E32[i] = T.exp(X[i])
             S32[i] = T.sigmoid(X[i])
             P32[i] = T.exp2(X[i])
+            H32[i] = T.tanh(X[i])
             EB[i] = T.exp(T.cast(X[i], "bfloat16"))
             E8[i] = T.exp(T.cast(X[i], "float8_e4m3fn") * T.cast(0.25, "float8_e4m3fn"))
             E64[i] = T.exp(T.cast(X[i], "float64"))
@@ -205,7 +239,7 @@ def _outs():
     import ml_dtypes
 
     return {"E32": np.zeros(N_EW, np.float32), "S32": np.zeros(N_EW, np.float32),
-            "P32": np.zeros(N_EW, np.float32),
+            "P32": np.zeros(N_EW, np.float32), "H32": np.zeros(N_EW, np.float32),
             "EB": np.zeros(N_EW, ml_dtypes.bfloat16),
             "E8": np.zeros(N_EW, ml_dtypes.float8_e4m3fn), "E64": np.zeros(N_EW, np.float64)}
 
@@ -213,7 +247,7 @@ def _outs():
 @pytest.mark.parametrize("tier", ["numba", "py"])
 def test_exp_and_sigmoid_agree_with_the_interpreter(tier):
     src = tilepy.jit.source(transcendentals.func)
-    assert "_exp_to32(" in src and "_exp2_to32(" in src
+    assert "_exp_to32(" in src and "_exp2_to32(" in src and "_tanh_to32(" in src
     assert "math.exp(" in src  # float64 results keep libm
     rng = np.random.default_rng(3)
     with np.errstate(over="ignore"):

@@ -236,3 +236,54 @@ def test_any_offset_gives_the_interpreters_bits_or_its_error(k, guarded, n, bloc
     # tier runs the same generated source as Numba, without a second compile per program)
     a, b = both(func, arrays, {"n": n, "m": m}, tier="py")
     assert_same_bits(a["Y"], b["Y"], f"masked: k={k} guarded={guarded} n={n} off={off}")
+
+
+# ---------------------------------------------------------------- indices read from arrays
+
+
+@cached
+def table_gather():
+    @T.prim_func
+    def table_gather(X: T.Tensor((T.symbolic("n"),), "float32"), P: T.Tensor((32,), "int32"),
+                     Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(32):
+                g = P[i]  # data: only the `if` below bounds it
+                if g >= 0 and g < X.shape[0]:
+                    Y[i] = X[g] + T.cast(bx, "float32")
+                else:
+                    Y[i] = -1.0
+
+    return table_gather
+
+
+def test_an_index_read_from_an_array_is_bounded_by_the_if_on_it():
+    """A variable bound to a load has no range of its own; comparisons of it on both sides
+    in an enclosing `if` bound it (its one binding holds wherever it is read), and the pair
+    `g >= 0 and g < n` is emitted as one unsigned test. Indices outside either side take
+    the else branch, with the interpreter's bits."""
+    src = jit.source(table_gather().func, strict=True)
+    fast, slow = _nests(src)
+    assert "_gld" not in fast and "X[np.uint64(g)]" in fast
+    assert slow.count("_gld") == 2 and "_below(g, n)" in fast  # P[i] and X[g]
+    p = np.array([0, 5, -1, 6, 7, 100, -2**31, 2**31 - 1] * 4, np.int32)
+    for n in (6, 8, 200):
+        arrays = dict(X=np.arange(n, dtype=np.float32), P=p, Y=np.zeros(32, np.float32))
+        a, b = both(table_gather().func, arrays, {"n": n})
+        assert_same_bits(a["Y"], b["Y"], f"n={n}")
+        assert list(b["Y"][:8]) == [0.0, 5.0 if n > 5 else -1.0, -1.0] + \
+            [float(v) if v < n else -1.0 for v in (6, 7, 100)] + [-1.0, -1.0]
+
+
+def test_below_is_the_pair_of_comparisons_in_both_tiers():
+    from tilepy.jit.runtime import _below, _numba_helpers
+
+    compiled = _numba_helpers()["_below"]
+    for dt in (np.int32, np.int64):
+        info = np.iinfo(dt)
+        vals = [info.min, info.min + 1, -5, -1, 0, 1, 5, info.max - 1, info.max]
+        for a in vals:
+            for b in vals:
+                want = 0 <= a < b
+                assert _below(dt(a), dt(b)) == want, (dt, a, b)
+                assert compiled(dt(a), dt(b)) == want, (dt, a, b)

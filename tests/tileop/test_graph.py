@@ -44,6 +44,23 @@ def test_gemm_bias_gelu_becomes_one_kernel_with_the_same_bits():
     assert got.tobytes() == want.tobytes()
 
 
+def sum_of_products(a, b, c, d):
+    return ops.add(ops.matmul(a, b), ops.matmul(c, d))
+
+
+def test_an_epilogue_with_a_later_producers_input_runs_after_it():
+    """add(a @ b, c @ d): the add folds into the first gemm, whose fused node reads the
+    second gemm's output, so it takes the add's place in the order (it took the first
+    gemm's, before the value it reads existed)."""
+    args = (rand(12, 20), rand(20, 16), rand(12, 9), rand(9, 16))
+    fused, unfused = tilepy.compile(sum_of_products), tilepy.compile(sum_of_products,
+                                                                     fuse=False)
+    g = fused.trace(*args)
+    assert [n.op.__name__ for n in g.nodes] == ["matmul", "matmul_add"]
+    assert g.nodes[1].inputs[-1] is g.nodes[0].outputs[0]
+    assert fused(*args).tobytes() == unfused(*args).tobytes()
+
+
 def test_fusion_reads_the_rounded_producer_value():
     args = (rand(40, 33, dtype=BF16), rand(33, 50, dtype=BF16), rand(50, dtype=BF16))
     fused, unfused = tilepy.compile(mlp_bf16), tilepy.compile(mlp_bf16, fuse=False)

@@ -14,7 +14,7 @@ from tilepy.errors import NOLOC
 from tilepy.frontend import exprs
 from tilepy.ir.expr import Buffer, Call, Const, Expr, Load, Region, Var, full_region
 from tilepy.ir.ops import Op
-from tilepy.ir.stmt import Alloc, Copy, Fill, For, ForKind, Gemm, If, Store
+from tilepy.ir.stmt import Alloc, Copy, Fill, For, ForKind, Gemm, If, Let, Store
 from tilepy.ir.types import Scope, int32
 from tilepy.tileop.body import OpBody, Red, free_indices
 
@@ -167,8 +167,9 @@ def gather_a(la, m: Implicit, names, by, bm, bk, kf0, n_rows, a_s) -> tuple[list
     zero = exprs.make_const(0, m.a.dtype, loc)
     value = exprs.call(Op.SELECT, [keep, direct(a, values, loc, safe), zero], loc)
     lets, value = la.common(value, loc)
+    named, value = _name_indices(la, value, loc)
     inner = For(kk, _ZERO, Const(bk, int32), _ONE, ForKind.PARALLEL,
-                (*lets, *_stores(a_s, (ii, kk), value, loc)), loc=loc)
+                (*lets, *named, *_stores(a_s, (ii, kk), value, loc)), loc=loc)
     steps.append(For(ii, _ZERO, Const(bm, int32), _ONE, ForKind.PARALLEL, (inner,), loc=loc))
     return pre, steps
 
@@ -187,6 +188,21 @@ def _tables(la, digits: dict[str, Expr], of: str, value_of, use: Var, size: int,
         loads[name] = Load(table, (use,))
     return [For(t, _ZERO, Const(size, int32), _ONE, ForKind.PARALLEL, tuple(stores),
                 loc=loc)], loads
+
+
+def _name_indices(la, value: Expr, loc) -> tuple[list, Expr]:
+    """Each index of a gathered global read that is read from a table becomes a `Let`, so
+    the read's guard compares a variable: the JIT's versioning pass then bounds the read by
+    that guard (with symbolic sizes nothing else bounds a table's values) and runs it
+    unchecked where the sizes fit the arrays."""
+    lets: list = []
+    for ld in [x for x in _loads(value) if x.buffer.scope is Scope.GLOBAL]:
+        for x in ld.indices:
+            if isinstance(x, Load) and not any(let.value == x for let in lets):
+                v = Var(la.low.fresh(x.buffer.name.split("_")[0]), x.dtype)
+                lets.append(Let(v, x, loc=loc))
+                value = _swap(value, x, v)
+    return lets, value
 
 
 def _contains(e: Expr, sub: Expr) -> bool:

@@ -23,24 +23,27 @@ from tilepy.tileop.lower import lower, match_gemm, reds_of
 from tilepy.tileop.spec import read_signature
 
 
-def tile_op(fn=None, *, tiles: dict | None = None, accum=None, index=None):
+def tile_op(fn=None, *, tiles: dict | None = None, accum=None, index=None, tune=None):
     """`@tile_op` or `@tile_op(tiles={"i": 64, "k": 32}, accum="float64", index="b h i j")`:
     `tiles` fixes tile sizes by index name, `accum` a sum's accumulator dtype (default:
-    float32 for narrower floats), `index` the output's index names (default i, j, l, m)."""
+    float32 for narrower floats), `index` the output's index names (default i, j, l, m).
+    `tune=True` measures the model's tiles and their neighbours on the first call per
+    shapes (`tune={"i": [32, 64], ...}`: that grid) and runs the fastest (tileop/tuned.py)."""
     if fn is None:
-        return lambda f: tile_op(f, tiles=tiles, accum=accum, index=index)
-    return _build(fn, tiles, accum, index)
+        return lambda f: tile_op(f, tiles=tiles, accum=accum, index=index, tune=tune)
+    return _build(fn, tiles, accum, index, tune)
 
 
 @api_boundary
-def _build(fn, tiles, accum, index) -> "TileOp":
-    return TileOp(fn, tiles, accum, index)
+def _build(fn, tiles, accum, index, tune=None) -> "TileOp":
+    return TileOp(fn, tiles, accum, index, tune=tune)
 
 
 class TileOp:
     """A scheduled tile op. `kernel` is its Kernel; calling it runs that kernel."""
 
-    def __init__(self, fn, tiles=None, accum=None, index=None, body: OpBody | None = None):
+    def __init__(self, fn, tiles=None, accum=None, index=None, body: OpBody | None = None,
+                 tune=None):
         self.fn = fn
         self.__name__ = getattr(fn, "__name__", None) or (body.name if body else "tile_op")
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -51,6 +54,8 @@ class TileOp:
         self.tiles = choose_tiles(body, self.user_tiles, self._where())
         self.kernel = Kernel(lower(body, self.tiles))
         self._into: Kernel | None = None
+        self.tune_configs = tune if tune else None  # True: the model's neighbours
+        self._tuned: dict = {}  # per shapes, dtypes and backend: the TuneResult
 
     @property
     def kernel_into(self) -> Kernel:
@@ -59,6 +64,11 @@ class TileOp:
             f = self.kernel.func
             self._into = Kernel(f.__class__(**{**f.__dict__, "out_idx": ()}))
         return self._into
+
+    def kernel_with(self, tiles: dict) -> Kernel:
+        """The kernel with these tiles (by `tiles=` names) over the user's and the model's."""
+        chosen = choose_tiles(self.body, {**self.user_tiles, **tiles}, self._where())
+        return Kernel(lower(self.body, chosen))
 
     def _where(self) -> Loc:
         return self.body.sig.output_locs[0]
@@ -73,7 +83,20 @@ class TileOp:
     def __call__(self, *args):
         if any(isinstance(a, Value) for a in args):
             return record(self, args)
+        if self.tune_configs is not None:
+            return self.tuned(*args).kernel(*args)
         return self.kernel(*args)
+
+    @api_boundary
+    def tuned(self, *args):
+        """The tuning result for these arrays (`tune=` ops): `config` (the tiles by name
+        changed from the model's), `kernel`, `tried` ([config, seconds]), `cached`."""
+        from tilepy.tileop.tuned import tuned
+
+        if self.tune_configs is None:
+            raise TileTypeError(f"{self.__name__} is not tuned", self._where(),
+                                hint="write @tile_op(tune=True) to tune its tile sizes")
+        return tuned(self, args)
 
     @api_boundary
     def reference(self, *args):

@@ -31,8 +31,10 @@ def fuse_epilogues(g: Graph) -> Graph:
             body = fuse_bodies(prod.op.body, cons.op.body, k)
             op = TileOp(None, body=body, tiles=_user_tiles(prod.op, body))
             rest = [v for n, v in enumerate(cons.inputs) if n != k]
-            nodes[pi] = Node(op, prod.inputs + rest, cons.outputs)
-            del nodes[ci]
+            # at the consumer's place: its other inputs may come from nodes after the
+            # producer's, and no node between reads the producer's output (its one use)
+            nodes[ci] = Node(op, prod.inputs + rest, cons.outputs)
+            del nodes[pi]
             changed = True
             break
     return Graph(g.inputs, nodes, g.outputs)
