@@ -123,7 +123,7 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool, fuse: bool,
         _refuse_breakpoints(func)
         configure()  # Numba's target before its first compile (precision/numba_target.py)
     low = lower(func, fast=fast, fuse=fuse, strict=strict)
-    key = diskcache.key(low.source, tier=tier, fast=fast)
+    key = diskcache.key(low.source, tier=tier, fast=fast, slp=low.slp)
     path, pyfunc = diskcache.load_module(func.name, key, low.source, low.entry)
     if tier == "py":
         pyfunc.__globals__.update(py_namespace(low.codecs))
@@ -186,7 +186,7 @@ def signature(func: PrimFunc):
 def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str, fast: bool):
     import numba
 
-    numba.config.SLP_VECTORIZE = 1  # the gemm inner loop needs it (docs/perf-log.md)
+    numba.config.SLP_VECTORIZE = int(low.slp)  # gemm needs it, folds lose (Lowered.slp)
     opts = dict(parallel=True, error_model="numpy", cache=cache)
     if fast:
         from tilepy.jit.fast import options
