@@ -184,9 +184,21 @@ def signature(func: PrimFunc):
 
 
 def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str, fast: bool):
+    """The kernel compiled now (the signature is explicit, so its block functions and
+    helpers compile with it), with LLVM's SLP vectoriser as `low.slp` says; on after it,
+    for whatever Numba compiles next in the process, as before that choice existed."""
     import numba
 
     numba.config.SLP_VECTORIZE = int(low.slp)  # gemm needs it, folds lose (Lowered.slp)
+    try:
+        return _njit_once(func, pyfunc, cache, path, fast)
+    finally:
+        numba.config.SLP_VECTORIZE = 1
+
+
+def _njit_once(func: PrimFunc, pyfunc, cache: bool, path: str, fast: bool):
+    import numba
+
     opts = dict(parallel=True, error_model="numpy", cache=cache)
     if fast:
         from tilepy.jit.fast import options
