@@ -1,17 +1,17 @@
 """Issue #18 rows for existing code paths: `tilepy.precision.cast` (the Numba encoders behind
 it) against ml_dtypes' astype; the library gemm's compile, cold and from the disk cache,
-each in a fresh process, against the issue's goals; the library gemm (fp32, bf16, fp8
-inputs) and softmax in exact and fast mode against numpy.
+each in a fresh process, against the issue's goals; the library gemm (fp32 at 512 and
+1024 with a one-thread note, bf16, fp8 inputs) against numpy, and softmax at 1024 and 4096
+rows of 1024 against numpy and torch, in exact and fast mode.
 
 Follows bench18's protocol: `rows(quick)` checks every output before timing it, then takes
-the minimum over alternating rounds. The cast rows run tilepy at 1 and 2 threads (ml_dtypes
-is single-threaded; the row's time is the 1-thread one, the note gives 2). Compile rows time
+the minimum over alternating rounds (bursts of two calls: `_best`). The cast rows run
+tilepy at 1 and 2 threads (ml_dtypes is single-threaded; the row's time is the 1-thread
+one, the note gives 2). Compile rows time
 fresh processes (the seconds of the compile call; the note gives its CPU seconds, which a
 busy machine inflates less). Usage:
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/lib_core.py [--quick]
 """
-
-from __future__ import annotations
 
 import os
 
@@ -32,16 +32,20 @@ from tilepy.precision import cast, get_format  # noqa: E402
 CAST_FORMATS = ("float8_e4m3fn", "bfloat16", "float4_e2m1fn")
 
 
-def _best(fns: dict, rounds: int) -> dict:
-    """Minimum seconds per callable over `rounds` alternating rounds, after a warm-up."""
+def _best(fns: dict, rounds: int, burst: int = 2, clock=time.perf_counter) -> dict:
+    """Minimum seconds per callable over `rounds` alternating rounds, after a warm-up. In a
+    round each callable runs `burst` times back to back: the first call after another
+    competitor pays for what that one left (freed temporaries that fault back in, a thread
+    pool still waking), not for its own work (docs/perf-log.md)."""
     for f in fns.values():
         f()
     best = dict.fromkeys(fns, float("inf"))
     for _ in range(rounds):
         for name, f in fns.items():
-            t = time.perf_counter()
-            f()
-            best[name] = min(best[name], time.perf_counter() - t)
+            for _ in range(burst):
+                t = clock()
+                f()
+                best[name] = min(best[name], clock() - t)
     return best
 
 
@@ -130,9 +134,9 @@ def compile_rows(rounds: int) -> list[dict]:
     ]
 
 
-def _kernel_row(case, peer, peer_name: str, goal: str, rounds: int, what: str) -> dict:
-    """Exact and fast mode of a tilepy.kernels.checks case, each output checked against
-    the case's float64 reference and derived bound, then timed beside `peer`."""
+def _checked(case, what: str):
+    """(run(fast), worst error/bound): exact and fast mode of a tilepy.kernels.checks case,
+    each output checked against the case's float64 reference and derived bound."""
     import tilepy
 
     def run(fast: bool):
@@ -145,45 +149,171 @@ def _kernel_row(case, peer, peer_name: str, goal: str, rounds: int, what: str) -
         if not case.passes(got):
             raise AssertionError(f"{what} ({'fast' if fast else 'exact'}) exceeds its bound")
         worst = max(worst, float(np.max(np.abs(got - case.reference) / case.bound)))
-    best = _best({"exact": lambda: run(False), "fast": lambda: run(True), "peer": peer},
-                 rounds)
-    return {"kernel": what, "check": f"ok, max err/bound {worst:.2g} <= 1",
-            "fast": best["fast"], "exact": best["exact"], "peer": best["peer"],
-            "peer_name": peer_name, "goal": goal,
-            "note": f"peer/exact {best['peer'] / best['exact']:.2f}x, peer/fast "
-                    f"{best['peer'] / best['fast']:.2f}x"}
+    return run, worst
 
 
-def kernel_rows(quick: bool, rounds: int) -> list[dict]:
-    from tilepy.kernels import checks, softmax
+def _numpy_blas_threads(n: int | None) -> int | None:
+    """Set numpy's OpenBLAS thread count (None: leave it); returns the count before, or None
+    where numpy's BLAS is not a wheel's OpenBLAS."""
+    import ctypes
+    import glob
 
+    for lib in glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs",
+                                      "*openblas*")):
+        dll = ctypes.CDLL(lib)
+        for suf in ("64_", ""):
+            get = getattr(dll, f"scipy_openblas_get_num_threads{suf}", None)
+            put = getattr(dll, f"scipy_openblas_set_num_threads{suf}", None)
+            if get is not None and put is not None:
+                before = get()
+                if n is not None:
+                    put.argtypes = [ctypes.c_int]
+                    put(n)
+                return before
+    return None
+
+
+def _one_thread_gemm(run, a, b, rounds: int) -> str:
+    """Exact gemm and numpy's matmul, both on one thread (CPU seconds: a busy machine
+    inflates them far less than two-thread wall times), as a note."""
+    import numba
+
+    threads, before = numba.get_num_threads(), _numpy_blas_threads(1)
+    if before is None:
+        return "1 thread: numpy's BLAS thread count not settable"
+    numba.set_num_threads(1)
+    try:
+        cpu = _best({"exact": lambda: run(False), "peer": lambda: a @ b}, rounds,
+                    clock=time.process_time)
+    finally:
+        numba.set_num_threads(threads)
+        _numpy_blas_threads(before)
+    gf = {k: 2 * a.shape[0] ** 3 / v / 1e9 for k, v in cpu.items()}
+    return (f"1 thread: exact {gf['exact']:.0f}, numpy {gf['peer']:.0f} GFLOP/s "
+            f"({cpu['peer'] / cpu['exact']:.2f}x)")
+
+
+def gemm_rows(quick: bool, rounds: int) -> list[dict]:
     rng = np.random.default_rng(0)
     n = 256 if quick else 1024
+    cases = [("float32", m, "exact >= 0.7x, fast >= 0.9x peer")
+             for m in ((128, 256) if quick else (512, 1024))]
+    cases += [(dt, n, "fast >= 0.9x peer") for dt in ("bfloat16", "float8_e4m3fn")]
+    return [_gemm_row(rng, dt, m, goal, rounds) for dt, m, goal in cases]
+
+
+def _gemm_row(rng, dt: str, m: int, goal: str, rounds: int) -> dict:
+    from tilepy.kernels import checks
+
+    what = f"gemm {dt} {m}^3, fp32 acc"
+    case = checks.gemm_case(rng, m, m, m, dt)
+    run, worst = _checked(case, what)
+    a, b = (x.astype(np.float32) for x in case.inputs)
+    best = _best({"exact": lambda: run(False), "fast": lambda: run(True),
+                  "peer": lambda: a @ b}, rounds)
+    gf = {k: 2 * m ** 3 / v / 1e9 for k, v in best.items()}
+    note = f"GFLOP/s: exact {gf['exact']:.0f}, fast {gf['fast']:.0f}, numpy {gf['peer']:.0f}"
+    if dt == "float32":
+        note += "; " + _one_thread_gemm(run, a, b, rounds)
+    return {"kernel": what, "check": f"ok, max err/bound {worst:.2g} <= 1",
+            "fast": best["fast"], "exact": best["exact"], "peer": best["peer"],
+            "peer_name": "numpy fp32 matmul (BLAS)", "goal": goal, "note": note}
+
+
+def _exp_rows():
+    """What exact softmax cannot avoid, per element: one read, the contract's exp (float64,
+    rounded to float32), one write; in softmax's blocks of 8 rows of 1024. Its time is a
+    floor under exact softmax's at the same size and threads."""
+    import tilepy
+    import tilepy.language as T
+
+    @tilepy.jit(out_idx=[-1])
+    def exp_rows(block_M=8, block_N=1024):
+        M, N = T.symbolic("M"), T.symbolic("N")
+
+        @T.prim_func
+        def exp_rows(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+            with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+                x = T.alloc_fragment((block_M, block_N), "float32")
+                T.copy(X[bx * block_M, 0], x)
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = T.exp(x[i, j])
+                T.copy(x, Y[bx * block_M, 0])
+
+        return exp_rows
+
+    return exp_rows()
+
+
+def _torch():
+    import numba
+
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    return torch
+
+
+def softmax_rows(quick: bool, rounds: int) -> list[dict]:
+    """Two sizes: 1024 rows keep numpy's 4 MiB temporaries in the 32 MiB L3 (numpy at its
+    best), 4096 rows do not (the size bench/jit_bench.py uses); exact mode is bound by its
+    float64 exp at both, so its ratio to numpy moves with the size (docs/perf-log.md)."""
+    rng, torch, floor = np.random.default_rng(0), _torch(), _exp_rows()
     out = []
-    for dt, goal in (("float32", "exact >= 0.7x, fast >= 0.9x peer"),
-                     ("bfloat16", "fast >= 0.9x peer"),
-                     ("float8_e4m3fn", "fast >= 0.9x peer")):
-        case = checks.gemm_case(rng, n, n, n, dt)
-        a32, b32 = (x.astype(np.float32) for x in case.inputs)
-        out.append(_kernel_row(case, lambda a=a32, b=b32: a @ b, "numpy fp32 matmul (BLAS)",
-                               goal, rounds, f"gemm {dt} {n}^3, fp32 acc"))
-    case = checks.softmax_case(rng, n, n, block_N=n)
-    case.kernel = softmax(block_N=n)
+    for M in ((256, 1024) if quick else (1024, 4096)):
+        out += _softmax_pair(rng, M, torch, floor, rounds)
+    return out
+
+
+def _softmax_pair(rng, M: int, torch, floor, rounds: int) -> list[dict]:
+    """Softmax M x 1024 against numpy (exact's goal) and torch (fast's goal), timed in one
+    set of rounds with the exp floor kernel."""
+    import tilepy
+    from tilepy.kernels import checks, softmax
+
+    what = f"softmax {M}x1024 fp32"
+    case = checks.softmax_case(rng, M, 1024, block_N=1024)
+    case.kernel = softmax(block_N=1024)
+    run, worst = _checked(case, what)
     x = case.inputs[0]
+    with tilepy.backend("jit"):
+        e = floor(x).astype(np.float64)
+    ref = np.exp(x.astype(np.float64))
+    if not np.all(np.abs(e - ref) <= 2.0**-24 * ref):  # one rounding of exp
+        raise AssertionError(f"{what}: the exp floor kernel is off by more than 0.5 ulp")
 
     def np_softmax():
-        e = np.exp(x - x.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
+        ex = np.exp(x - x.max(axis=1, keepdims=True))
+        return ex / ex.sum(axis=1, keepdims=True)
 
-    out.append(_kernel_row(case, np_softmax, "numpy unfused", "exact >= 2x peer", rounds,
-                           f"softmax {n}x{n} fp32"))
-    return out
+    def exp_only():
+        with tilepy.backend("jit"):
+            floor(x)
+
+    fns = {"exact": lambda: run(False), "fast": lambda: run(True), "numpy": np_softmax,
+           "floor": exp_only}
+    if torch is not None:
+        tx = torch.from_numpy(x)
+        fns["torch"] = lambda: torch.softmax(tx, 1)
+    t = _best(fns, rounds)
+    check = f"ok, max err/bound {worst:.2g} <= 1"
+    return [
+        {"kernel": what, "check": check, "fast": t["fast"], "exact": t["exact"],
+         "peer": t["numpy"], "peer_name": "numpy unfused", "goal": "exact >= 2x peer",
+         "note": f"the contract's float64 exp alone (read, exp, write): "
+                 f"{t['floor'] * 1e3:.2f} ms, {t['numpy'] / t['floor']:.2f}x numpy"},
+        {"kernel": what, "check": check, "fast": t["fast"], "exact": t["exact"],
+         "peer": t.get("torch"), "peer_name": "torch CPU" if torch is not None
+         else "torch not installed", "goal": "fast >= 1x peer"},
+    ]
 
 
 def rows(quick: bool = False) -> list[dict]:
     n, rounds = (1 << 20, 3) if quick else (1 << 24, 7)
     out = [cast_row(fmt, n, rounds) for fmt in CAST_FORMATS]
-    out += kernel_rows(quick, rounds)
+    out += gemm_rows(quick, rounds) + softmax_rows(quick, rounds)
     return out + compile_rows(2 if quick else 3)
 
 
@@ -197,7 +327,8 @@ def _table(rs: list[dict]) -> str:
             return "-" if v is None else f"{v * 1e3:.2f} ms"
 
         lines.append(f"| {r['kernel']} | {r['check']} | {ms(r['fast'])} | {ms(r['exact'])} "
-                     f"| {ms(r['peer'])} ({r['peer_name']}) | {r['peer'] / t:.2f}x "
+                     f"| {ms(r['peer'])} ({r['peer_name']}) | "
+                     f"{'-' if r['peer'] is None else format(r['peer'] / t, '.2f') + 'x'} "
                      f"| {r['goal']} | {r.get('note', '')} |")
     return "\n".join(lines)
 

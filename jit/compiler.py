@@ -123,7 +123,7 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool, fuse: bool,
         _refuse_breakpoints(func)
         configure()  # Numba's target before its first compile (precision/numba_target.py)
     low = lower(func, fast=fast, fuse=fuse, strict=strict)
-    key = diskcache.key(low.source, tier=tier, fast=fast)
+    key = diskcache.key(low.source, tier=tier, fast=fast, slp=low.slp)
     path, pyfunc = diskcache.load_module(func.name, key, low.source, low.entry)
     if tier == "py":
         pyfunc.__globals__.update(py_namespace(low.codecs))
@@ -184,9 +184,21 @@ def signature(func: PrimFunc):
 
 
 def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str, fast: bool):
+    """The kernel compiled now (the signature is explicit, so its block functions and
+    helpers compile with it), with LLVM's SLP vectoriser as `low.slp` says; on after it,
+    for whatever Numba compiles next in the process, as before that choice existed."""
     import numba
 
-    numba.config.SLP_VECTORIZE = 1  # the gemm inner loop needs it (docs/perf-log.md)
+    numba.config.SLP_VECTORIZE = int(low.slp)  # gemm needs it, folds lose (Lowered.slp)
+    try:
+        return _njit_once(func, pyfunc, cache, path, fast)
+    finally:
+        numba.config.SLP_VECTORIZE = 1
+
+
+def _njit_once(func: PrimFunc, pyfunc, cache: bool, path: str, fast: bool):
+    import numba
+
     opts = dict(parallel=True, error_model="numpy", cache=cache)
     if fast:
         from tilepy.jit.fast import options

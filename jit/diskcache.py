@@ -25,7 +25,7 @@ from tilepy.precision.sourcefiles import write_once
 MODULE_PREFIX = "tilepy_jit_cache"
 # the precision modules whose njit code the generated kernels call (cache=True does not
 # notice changes in callees, so their sources are part of the key)
-_PRECISION = ("codecs.py", "codecs64.py", "codespec.py", "formats.py")
+_PRECISION = ("bits.py", "codecs.py", "codecs64.py", "codespec.py", "formats.py")
 
 
 def cache_dir() -> Path:
@@ -88,9 +88,10 @@ def _versions() -> str:
                      numpy.__version__, sys.version.split()[0], own.hexdigest()[:16]])
 
 
-def key(source: str, *, tier: str, fast: bool) -> str:
+def key(source: str, *, tier: str, fast: bool, slp: bool = True) -> str:
     h = hashlib.sha256()
-    for part in (source, tier, str(fast), _versions()):
+    parts = (source, tier, str(fast), _versions()) + (() if slp else ("no SLP",))
+    for part in parts:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:24]

@@ -69,6 +69,7 @@ def emit_gemm(em: Emitter, w: Writer, s: Gemm) -> None:
 
 MR = 4  # register block: MR rows x NR columns of C held in scalar accumulators
 NR = {"float32": 16, "float64": 8}
+REGISTER_BLOCKS = "register blocks"  # em.notes: see Lowered.slp (jit/lower.py)
 
 
 class _Operands:
@@ -124,6 +125,7 @@ def _micro(em: Emitter, w: Writer, g: _Operands, m0: int, n0: int, K: int, mr: i
            nr: int) -> None:
     """Register-blocked: an mr x nr block of C in scalar accumulators over all of k
     (LLVM's SLP vectoriser packs them), then stored back. Same order per element."""
+    em.notes.add(REGISTER_BLOCKS)
     i0, j0, k = em.names.temp("i"), em.names.temp("j"), em.names.temp("k")
     w.line(f"for {i0} in range(0, {m0}, {mr}):  # {mr}x{nr} register blocks")
     w.line(f"    for {j0} in range(0, {n0}, {nr}):")

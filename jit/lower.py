@@ -36,12 +36,19 @@ from tilepy.ir.types import Scope, compute_dtype
 from tilepy.jit import atomics, passes
 from tilepy.jit.bounds import CheckedEmitter, Faults, var_ranges
 from tilepy.jit.faults import FAULT_COLS
-from tilepy.jit.gemm import emit_gemm
+from tilepy.jit.gemm import REGISTER_BLOCKS, emit_gemm
 from tilepy.jit.passes import hoist
 from tilepy.jit.passes.rewrite import unversioned
 from tilepy.jit.scalars import BufRef, Emitter, np_name, storage_codec
 from tilepy.jit.source import Names, Writer
-from tilepy.jit.tiles import emit_atomic_add, emit_copy, emit_cumsum, emit_fill, emit_reduce
+from tilepy.jit.tiles import (
+    FOLDS,
+    emit_atomic_add,
+    emit_copy,
+    emit_cumsum,
+    emit_fill,
+    emit_reduce,
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,9 @@ class Lowered:
     codecs: tuple[tuple[str, str], ...]  # (kind, format) codec helpers the source calls
     blocks: tuple[str, ...]  # the block functions (compiled as plain njit functions)
     blas_in_blocks: bool = False  # fast mode calls BLAS inside the block loop (jit/fast.py)
+    # LLVM's SLP vectoriser: the gemm's register blocks need it; interleaved folds (tiles.py)
+    # it turns into gathers of one element per row, slower than scalar adds (perf-log)
+    slp: bool = True
 
 
 _TILE = {Copy: emit_copy, Fill: emit_fill, Reduce: emit_reduce, Cumsum: emit_cumsum,
@@ -84,7 +94,8 @@ def lower(func: PrimFunc, fast: bool = False, fuse: bool | None = None,
     return Lowered(_header(func) + blocks + w.text(), entry,
                    tuple(p.name for p in func.params) + tuple(v.name for v in func.sizes),
                    tuple(sorted(em.codecs)), tuple(n for n, _ in em.block_writers),
-                   "blas in blocks" in em.notes)
+                   "blas in blocks" in em.notes,
+                   REGISTER_BLOCKS in em.notes or FOLDS not in em.notes)
 
 
 def _header(func: PrimFunc) -> str:

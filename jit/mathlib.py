@@ -90,7 +90,7 @@ def numba_math() -> dict:
     """The njit helpers by name, for the numba tier's namespace (imports numba)."""
     import numba
 
-    from tilepy.precision.codecs64 import bits_f64, f64_bits
+    from tilepy.precision.bits import bits_f64, f64_bits
 
     fma, rint = _fma_rint(64)
 
@@ -183,7 +183,7 @@ def fast_numba_math() -> dict:
     NaN or infinity reaches its arithmetic (fast-math), so these do not test for NaN."""
     import numba
 
-    from tilepy.precision.codecs import bits_f32, f32_bits
+    from tilepy.precision.bits import bits_f32, f32_bits
 
     fma32, rint32 = _fma_rint(32)
 

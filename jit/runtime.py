@@ -269,7 +269,7 @@ def _numba_helpers() -> dict:
     from numba import types
     from numba.extending import intrinsic, overload
 
-    from tilepy.precision.codecs import bits_f32, f32_bits
+    from tilepy.precision.bits import bits_f32, f32_bits
 
     @overload(scalar._nbits, inline="always")
     def _nbits_ov(a):

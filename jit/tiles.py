@@ -220,6 +220,7 @@ def _step(em: Emitter, s: Reduce, src: Side, acc: str, tk: list[str],
 
 
 MAX_INTERLEAVED = 16
+FOLDS = "interleaved folds"  # em.notes: see Lowered.slp (jit/lower.py)
 
 
 def _interleaved(em: Emitter, w: Writer, s: Reduce, src: Side, dst: Side,
@@ -239,6 +240,7 @@ def _interleaved(em: Emitter, w: Writer, s: Reduce, src: Side, dst: Side,
     accs = [em.names.temp("acc") for _ in range(int(n))]
     for r, a in enumerate(accs):
         w.line(f"{a} = {_start(em, s, dst.index([str(r)]))}")
+    em.notes.add(FOLDS)
     k = em.names.temp("k")
     w.line(f"for {k} in range({src.exts[s.dim]}):  # {n} independent folds")
     for r, a in enumerate(accs):

@@ -17,38 +17,12 @@ from llvmlite import ir as llvm_ir
 from numba import types
 from numba.extending import intrinsic
 
+from tilepy.precision.bits import bits_f32, f32_bits  # noqa: F401  (re-exported)
 from tilepy.precision.codespec import CodeSpec, code_spec
 from tilepy.precision.formats import get_format
 from tilepy.precision.numba_target import configure
 
 configure()  # before Numba's first compile in this process: vector width (see the module)
-
-
-@intrinsic
-def f32_bits(typingctx, x):
-    """Bit pattern (uint32) of a float32, inside njit code."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], llvm_ir.IntType(32))
-
-    return types.uint32(types.float32), codegen
-
-
-@intrinsic
-def bits_f32(typingctx, b):
-    """float32 whose bit pattern is the low 32 bits of an integer, inside njit code."""
-    if not isinstance(b, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        v = args[0]
-        if b.bitwidth > 32:
-            v = builder.trunc(v, llvm_ir.IntType(32))
-        return builder.bitcast(v, llvm_ir.FloatType())
-
-    return types.float32(b), codegen
 
 
 def decode_table(fmt) -> np.ndarray:

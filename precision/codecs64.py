@@ -10,37 +10,11 @@ from functools import lru_cache
 
 import numba
 import numpy as np
-from llvmlite import ir as llvm_ir
-from numba import types
-from numba.extending import intrinsic
 
+from tilepy.precision.bits import bits_f64, f64_bits  # noqa: F401  (re-exported)
 from tilepy.precision.codecs import _encoder
 from tilepy.precision.codespec import code_spec
 from tilepy.precision.formats import get_format
-
-
-@intrinsic
-def f64_bits(typingctx, x):
-    """Bit pattern (uint64) of a float64, inside njit code."""
-    if x != types.float64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], llvm_ir.IntType(64))
-
-    return types.uint64(types.float64), codegen
-
-
-@intrinsic
-def bits_f64(typingctx, b):
-    """float64 with the given 64-bit pattern, inside njit code."""
-    if not isinstance(b, types.Integer) or b.bitwidth != 64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], llvm_ir.DoubleType())
-
-    return types.float64(b), codegen
 
 
 def encoder64(fmt, saturate: bool = False):

@@ -469,3 +469,20 @@ def test_sums_into_a_few_outputs_run_as_independent_folds_in_order(kind):
                 fold[r] = np.float32(fold[r] + (abs(v) if kind == "abssum" else v))
         assert_same_bits(fold, a["Y"], f"{kind} {rows}x{n} dim {dim}")
         assert_agree(k.func, {"X": x, "Y": y0.copy()}, {})
+
+
+def test_slp_vectoriser_stays_on_for_register_blocks_and_off_for_folds_alone():
+    """LLVM's SLP pass packs interleaved folds into gathers of one element per row (slower
+    than scalar adds: docs/perf-log.md); the gemm's register blocks need it. No compile."""
+    from tilepy.jit.diskcache import key
+    from tilepy.jit.lower import lower
+    from tilepy.kernels import gemm, softmax
+
+    folds = lower(_summer("sum", 8, 64, 1, True).func)
+    assert "independent folds" in folds.source and folds.slp is False
+    assert lower(softmax(block_N=1024).func).slp is False
+    assert lower(softmax(block_N=1024).func, fast=True).slp is True  # no folds in fast mode
+    assert lower(gemm(64, 64, 32, "float32", "float32").func).slp is True
+    # a cached module compiled one way is never loaded for the other
+    assert key("src", tier="numba", fast=False, slp=False) != key("src", tier="numba",
+                                                                  fast=False, slp=True)

@@ -28,7 +28,8 @@ def on_disk(func, options: dict) -> bool:
 
     fast, strict = bool(options.get("fast")), bool(options.get("strict"))
     low = lower(func, fast=fast, fuse=fast, strict=strict)
-    path = diskcache.module_path(func.name, diskcache.key(low.source, tier="numba", fast=fast))
+    path = diskcache.module_path(func.name, diskcache.key(low.source, tier="numba", fast=fast,
+                                                          slp=low.slp))
     return path.is_file() and diskcache.has_machine_code(str(path), low.entry)
 
 
