@@ -20,9 +20,10 @@ from tilepy.errors import (
     TileSyntaxError,
     TileTypeError,
 )
-from tilepy.frontend import builtins, exprs
+from tilepy.frontend import builtins, exprs, simt
 from tilepy.frontend.dtypes import as_format
 from tilepy.frontend.expressions import ExpressionMixin
+from tilepy.frontend.fission import fission
 from tilepy.frontend.macro import Return
 from tilepy.frontend.persistent import persistent_loop
 from tilepy.frontend.source import Source
@@ -37,7 +38,7 @@ from tilepy.precision.formats import Format
 
 _LOOPS = {"Parallel": S.ForKind.PARALLEL, "parallel": S.ForKind.PARALLEL,
           "Pipelined": S.ForKind.PIPELINED, "serial": S.ForKind.SERIAL,
-          "unroll": S.ForKind.UNROLLED}
+          "unroll": S.ForKind.UNROLLED, "vectorized": S.ForKind.SERIAL}
 _PY_CASTS = {py.int: int32, py.float: float32, py.bool: bool_}  # int(x) etc. on IR values
 
 
@@ -59,6 +60,7 @@ class Translator(ExpressionMixin):
         self.returned = None
         self.pending_name = "buf"
         self.in_kernel = False
+        self.simt, self.thread_vars, self.reducers, self.thread_shape = False, None, [], (1,) * 3
 
     # ------------------------------------------------------------ plumbing
     def loc(self, node: ast.AST) -> Loc:
@@ -208,6 +210,8 @@ class Translator(ExpressionMixin):
             return self.launch(node, node.items[0])
         if names in (["If"], ["If", "Then"]):
             return self.frame_if(node, names)
+        if names == ["attr"]:
+            return simt.attr_frame(self, node)
         raise TileSyntaxError("only `with T.Kernel(...) as ...:` and `with T.If(cond):` "
                               "frames are supported", self.loc(node),
                               hint="T.Then() and T.Else() go inside `with T.If(cond):` "
@@ -249,6 +253,7 @@ class Translator(ExpressionMixin):
         threads = tuple(threads) if isinstance(threads, (tuple, list)) else (int(threads),)
         names = self.target_names(item.optional_vars, len(grid), loc)
         bvars = tuple(Var(self.unique(n), int32) for n in names)
+        self.simt_begin(threads, loc)
         self.in_kernel = True
         self.block_vars = bvars  # T.get_block_binding(i)
         self.scopes.append({})
@@ -259,7 +264,22 @@ class Translator(ExpressionMixin):
         finally:
             self.scopes.pop()
             self.in_kernel = False
+        if self.simt:
+            body = fission(self, body, threads, self.thread_vars, loc)
         self.emit(S.Launch(grid, bvars, threads, body, loc=loc))
+
+    def simt_begin(self, threads: tuple, loc: Loc) -> None:
+        """A launch's thread-level state: its thread shape; thread variables, reducers
+        and the SIMT flag are set by the first thread-level construct (frontend/simt.py)."""
+        try:
+            threads = tuple(int(t) for t in threads)
+        except (TypeError, ValueError):
+            threads = ()
+        if not threads or len(threads) > 3 or any(t < 1 for t in threads):
+            raise TileTypeError(f"T.Kernel: threads= expects 1 to 3 positive ints; got "
+                                f"{threads!r}", loc)
+        self.thread_shape = tuple(threads) + (1,) * (3 - len(threads))
+        self.thread_vars, self.simt, self.reducers = None, False, []
 
     def target_names(self, target, n: int, loc: Loc) -> list[str]:
         """Names for `as bx` / `as (bx, by)`; missing ones are made up."""
@@ -471,7 +491,8 @@ class Translator(ExpressionMixin):
                      "loop, or give the per-iteration value another name")
         if isinstance(value, TensorSpec) and isinstance(value.data, DataRef):
             value = self.declare(self.re_view(name, value, loc), loc)
-        if exprs.is_ir(value) and self.in_kernel and not isinstance(value, Const):
+        if exprs.is_ir(value) and self.in_kernel and not isinstance(value, Const) and \
+                value not in (self.thread_vars or ()):  # a thread index keeps its identity
             var = Var(self.unique(name), value.dtype)
             self.emit(S.Let(var, value, loc=loc))
             value = var
