@@ -202,9 +202,3 @@ def test_get_block_binding_is_the_launchs_block_index():
     with tilepy.backend("interp"):
         block_ids(y)
     assert y.tolist() == [[0, 1], [10, 11], [20, 21]]
-    with pytest.raises(tilepy.errors.NotPortableError, match=r"thread indices \(T\.thread_"):
-        @T.prim_func
-        def threads(Y: T.Tensor((2,), "int32")):
-            with T.Kernel(1):
-                t = T.thread_binding(0, 2, thread="threadIdx.x")
-                Y[t] = 1

@@ -15,12 +15,12 @@ import math
 from tilepy.errors import NOLOC, Loc, TileSyntaxError
 from tilepy.frontend import exprs, syncplan
 from tilepy.frontend.simt import WARP, AllReduce, Barrier, Shuffle
+from tilepy.frontend.walk import BODIES, children, deep, map_expr, stmt_exprs, sub_exprs
 from tilepy.ir import stmt as S
-from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var
+from tilepy.ir.expr import Buffer, Const, Load, Region, Var
 from tilepy.ir.ops import Op
 from tilepy.ir.types import Scope, bool_, int32
 
-_BODIES = {S.For: ("body",), S.While: ("body",), S.If: ("then_body", "else_body")}
 _SPLITS = (Barrier, Shuffle, AllReduce)
 
 
@@ -28,58 +28,6 @@ def fission(tr, body: tuple, threads: tuple[int, ...], tvars: tuple[Var, ...],
             loc: Loc) -> tuple:
     """The launch body `body` (with thread variables `tvars` and markers) as tile IR."""
     return Fission(tr, threads, tvars).run(body)
-
-
-def _map_expr(e, f):
-    """e with f applied bottom-up to every sub-expression."""
-    if isinstance(e, Load):
-        e = Load(e.buffer, tuple(_map_expr(i, f) for i in e.indices))
-    elif isinstance(e, Call):
-        e = Call(e.op, tuple(_map_expr(a, f) for a in e.args), e.dtype, e.loc)
-    return f(e)
-
-
-def _exprs(e):
-    """Every sub-expression of e (e included)."""
-    yield e
-    if isinstance(e, Load):
-        for i in e.indices:
-            yield from _exprs(i)
-    elif isinstance(e, Call):
-        for a in e.args:
-            yield from _exprs(a)
-
-
-def stmt_exprs(s):
-    """The expressions a statement holds itself (not its bodies')."""
-    for fd in dataclasses.fields(s):
-        if fd.name in _BODIES.get(type(s), ()):
-            continue
-        yield from _field_exprs(getattr(s, fd.name))
-
-
-def _field_exprs(v):
-    if exprs.is_ir(v):
-        yield v
-    elif isinstance(v, Region):
-        yield from v.starts
-        yield from v.extents
-    elif isinstance(v, tuple):
-        for x in v:
-            yield from _field_exprs(x)
-
-
-def children(s) -> tuple:
-    """The bodies of a structured statement (none for others)."""
-    return tuple(getattr(s, n) for n in _BODIES.get(type(s), ()))
-
-
-def deep(body):
-    """Every statement in body, nested ones included."""
-    for s in body:
-        yield s
-        for b in children(s):
-            yield from deep(b)
 
 
 class Fission:
@@ -118,7 +66,7 @@ class Fission:
                     b = nb
                 self.allocs.append(S.Alloc(b, loc=s.loc))
                 continue
-            fields = _BODIES.get(type(s), ())
+            fields = BODIES.get(type(s), ())
             if fields:
                 s = dataclasses.replace(s, **{n: self.hoist(getattr(s, n)) for n in fields})
             out.append(s)
@@ -128,7 +76,7 @@ class Fission:
     def is_dep(self, e) -> bool:
         """Whether expression e may differ between threads (thread ids, per-thread
         storage, names bound from them)."""
-        for x in _exprs(e):
+        for x in sub_exprs(e):
             if isinstance(x, Var) and x in self.dep:
                 return True
             if isinstance(x, Load) and x.buffer.name in self.per_thread:
@@ -137,12 +85,12 @@ class Fission:
 
     def pure(self, e) -> bool:
         """Thread-independent and reading no memory: safe to evaluate once, anywhere."""
-        return not self.is_dep(e) and not any(isinstance(x, Load) for x in _exprs(e))
+        return not self.is_dep(e) and not any(isinstance(x, Load) for x in sub_exprs(e))
 
     def recomputable(self, e) -> bool:
         """Reads no memory and names only thread ids, names bound outside the thread loops
         and other recomputable names: each phase can compute it again."""
-        for x in _exprs(e):
+        for x in sub_exprs(e):
             if isinstance(x, Load) or isinstance(x, Var) and x in self.let_bufs:
                 return False
         return True
@@ -152,8 +100,8 @@ class Fission:
         runs it once, between the threads' phases (as cooperative tile ops do)."""
         tile = isinstance(s, S.TILE_OPS) or (isinstance(s, S.For)
                                              and s.kind is S.ForKind.PARALLEL)
-        if not tile:
-            return False
+        if not tile or isinstance(s, S.AtomicAdd) and not isinstance(s.value, Region):
+            return False  # an element atomic add is each thread's own
         for t in deep((s,)):
             if isinstance(t, _SPLITS) or any(self.is_dep(e) for e in stmt_exprs(t)):
                 return False
@@ -210,7 +158,7 @@ class Fission:
             elif children(s) and self.has_split(s):
                 self.check_uniform(s)
                 cur = self.flush(out, cur)
-                parts = {n: tuple(self.process(getattr(s, n))) for n in _BODIES[type(s)]}
+                parts = {n: tuple(self.process(getattr(s, n))) for n in BODIES[type(s)]}
                 out.append(dataclasses.replace(s, **parts))
             else:
                 cur.append(s)
@@ -260,7 +208,7 @@ class Fission:
                 if e in self.let_bufs:
                     return Load(self.let_bufs[e], (t,))
                 if e in self.inline:
-                    return _map_expr(self.inline[e], f)
+                    return map_expr(self.inline[e], f)
             if isinstance(e, Load) and e.buffer.name in self.per_thread:
                 return Load(self.per_thread[e.buffer.name], (t,) + e.indices)
             return e
@@ -268,15 +216,15 @@ class Fission:
 
     def _stmt(self, s, t: Var, f):
         if isinstance(s, S.Let) and s.var in self.let_bufs:
-            return S.Store(self.let_bufs[s.var], (t,), _map_expr(s.value, f), loc=s.loc)
+            return S.Store(self.let_bufs[s.var], (t,), map_expr(s.value, f), loc=s.loc)
         if isinstance(s, S.Store) and s.buffer.name in self.per_thread:
-            idx = tuple(_map_expr(i, f) for i in s.indices)
+            idx = tuple(map_expr(i, f) for i in s.indices)
             return S.Store(self.per_thread[s.buffer.name], (t,) + idx,
-                           _map_expr(s.value, f), loc=s.loc)
+                           map_expr(s.value, f), loc=s.loc)
         changes = {}
         for fd in dataclasses.fields(s):
             v = getattr(s, fd.name)
-            if fd.name in _BODIES.get(type(s), ()):
+            if fd.name in BODIES.get(type(s), ()):
                 changes[fd.name] = tuple(self._stmt(x, t, f) for x in v)
             else:
                 changes[fd.name] = self._value(v, t, f)
@@ -284,10 +232,10 @@ class Fission:
 
     def _value(self, v, t: Var, f):
         if exprs.is_ir(v):
-            return _map_expr(v, f)
+            return map_expr(v, f)
         if isinstance(v, Region):
-            starts = tuple(_map_expr(x, f) for x in v.starts)
-            extents = tuple(_map_expr(x, f) for x in v.extents)
+            starts = tuple(map_expr(x, f) for x in v.starts)
+            extents = tuple(map_expr(x, f) for x in v.extents)
             pb = self.per_thread.get(v.buffer.name)
             if pb is not None:
                 return Region(pb, (t,) + starts, (Const(1, int32),) + extents)
@@ -359,7 +307,7 @@ class Fission:
             peer = c(Op.ADD, peer, c(Op.MUL, digit, strides[d]))
             rest = c(Op.FLOORDIV, rest, self.shape[d])
         acc = self.exchange("acc", s.value.dtype)
-        first = _map_expr(peer, lambda e: Const(0, int32) if e == k else e)
+        first = map_expr(peer, lambda e: Const(0, int32) if e == k else e)
         fold = S.Store(acc, (self.lin,), s.combine(Load(acc, (self.lin,)),
                                                   Load(vals, (peer,))), loc=loc)
         return [S.Store(acc, (self.lin,), Load(vals, (first,)), loc=loc),
@@ -371,7 +319,7 @@ class Fission:
 def _buffers(s):
     """The buffers statement s names itself: loads, stores, regions."""
     for e in stmt_exprs(s):
-        for x in _exprs(e):
+        for x in sub_exprs(e):
             if isinstance(x, Load):
                 yield x.buffer
     for fd in dataclasses.fields(s):

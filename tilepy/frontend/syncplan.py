@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from tilepy.frontend.simt import MARKERS, Barrier
+from tilepy.frontend.walk import BODIES, children, deep, stmt_exprs, sub_exprs
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Load
 from tilepy.ir.types import Scope
@@ -54,14 +55,12 @@ class Accesses:
 
 
 def accesses(body, fx) -> Accesses:
-    from tilepy.frontend.fission import _exprs, deep, stmt_exprs
-
     acc = Accesses()
     for s in deep(body):
         if isinstance(s, MARKERS):
             continue
         for e in stmt_exprs(s):
-            for x in _exprs(e):
+            for x in sub_exprs(e):
                 if isinstance(x, Load):
                     acc.add(acc.reads, x.buffer, x.indices)
         if isinstance(s, S.Store):
@@ -76,8 +75,6 @@ def accesses(body, fx) -> Accesses:
 
 def plan(body: tuple, fx) -> tuple:
     """body with implicit barriers inserted; `fx` (the Fission) classifies."""
-    from tilepy.frontend.fission import _BODIES, children
-
     out: list = []
     state = Accesses()
     for s in body:
@@ -89,7 +86,7 @@ def plan(body: tuple, fx) -> tuple:
             continue
         if children(s) and not any(fx.is_dep(e) for e in fx.control(s)):
             s = dataclasses.replace(s, **{n: plan(getattr(s, n), fx)
-                                          for n in _BODIES[type(s)]})
+                                          for n in BODIES[type(s)]})
             loop = isinstance(s, S.While) or (isinstance(s, S.For)
                                               and s.kind is not S.ForKind.PARALLEL)
             if loop and not fx.has_split(s):

@@ -308,6 +308,9 @@ class Translator(ExpressionMixin):
             return self.tile_loop(node, fn.name, loc)
         if isinstance(fn, Builtin) and fn.name == "Persistent":
             return persistent_loop(self, node, loc)
+        if (fn is range or isinstance(fn, Builtin) and fn.name == "serial") \
+                and not self.in_kernel:
+            return self.host_loop(node, it, loc)
         if fn is range:
             return self.range_loop(node, it, S.ForKind.SERIAL, loc)
         seq = self.expr(it)
@@ -316,6 +319,18 @@ class Translator(ExpressionMixin):
                                 hint="use range(...), T.serial, T.Parallel or T.Pipelined")
         for item in seq:  # a build-time sequence: unrolled while the kernel is built
             self.assign_target(node.target, item, loc)
+            for st in node.body:
+                self.stmt(st)
+
+    def host_loop(self, node: ast.For, call: ast.Call, loc: Loc) -> None:
+        """A loop around launches (TileLang's multi-kernel programs): its bounds must fold
+        to integers while building (constant expressions do), and it is unrolled."""
+        bounds = [exprs.fold(self.expr(a)) for a in call.args]
+        if any(b is None for b in bounds) or not isinstance(node.target, ast.Name):
+            raise TileSyntaxError("a loop around T.Kernel launches needs bounds known when "
+                                  "the kernel is built", loc)
+        for i in range(*[int(b) for b in bounds]):
+            self.bind(node.target.id, i)
             for st in node.body:
                 self.stmt(st)
 
