@@ -181,9 +181,34 @@ class Fission:
         if cur:
             t = Var(self.tr.unique("t"), int32)
             body = tuple(self.rewrite(s, t) for s in cur)
+            kind = S.ForKind.PARALLEL if self.independent(body, t) else S.ForKind.SERIAL
             out.append(S.For(t, Const(0, int32), Const(self.n, int32), Const(1, int32),
-                             S.ForKind.SERIAL, body, loc=cur[0].loc))
+                             kind, body, loc=cur[0].loc))
         return []
+
+    def independent(self, body, t: Var) -> bool:
+        """Whether no thread of this phase can see another's work: each writes shared or
+        global memory only at indices that include its own id `t`, reads nothing the phase
+        writes there, and runs no tile op, atomic or print. Any order of such threads
+        gives the same values, so the phase is a T.Parallel loop (the interpreter then
+        runs its threads as one vector step)."""
+        own = {b.name for b in self.per_thread.values()} | {
+            b.name for b in self.let_bufs.values()}
+        written, read = set(), set()
+        for s in deep(body):
+            if isinstance(s, (S.Print, S.Breakpoint, S.Alloc) + S.TILE_OPS):
+                return False
+            if isinstance(s, S.For) and (s.kind is S.ForKind.PARALLEL or any(
+                    x == t or isinstance(x, Load) for e in (s.start, s.stop, s.step)
+                    for x in sub_exprs(e))):
+                return False
+            for e in stmt_exprs(s):
+                read.update(x.buffer.root.name for x in sub_exprs(e) if isinstance(x, Load))
+            if isinstance(s, S.Store) and s.buffer.name not in own:
+                if t not in s.indices:
+                    return False
+                written.add(s.buffer.root.name)
+        return not written & read
 
     # ------------------------------------------------------------ per-thread rewrite
     def thread_exprs(self, t: Var) -> dict:
