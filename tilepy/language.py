@@ -20,6 +20,15 @@ from tilepy.kernel import make_prim_func as _make_prim_func
 from tilepy.precision.formats import FORMATS, get_format
 
 
+def _cast_literal(dt, value):
+    """`T.Cast(dtype, 5)` on build-time values (in a helper): a literal of that dtype."""
+    from tilepy.errors import NOLOC
+    from tilepy.frontend.exprs import make_const
+    from tilepy.ir.types import dtype as ir_dtype
+
+    return make_const(value, ir_dtype(str(dt)), NOLOC)
+
+
 def _ceildiv(a, b):
     return (a + b - 1) // b
 
@@ -98,7 +107,8 @@ _builtins(" ".join(SURFACE) + " infinity ceildiv", {"ceildiv": _ceildiv})
 _builtins("annotate_safe_value " + " ".join(_HINTS))
 
 # other spellings of tilepy's names, and GPU-only features (refused: not portable)
-_builtins("clamp Cast alloc_buffer atomic_addx2 atomic_addx4 reshape view alloc_global "
+_builtins("Cast", {"Cast": _cast_literal})
+_builtins("clamp alloc_buffer atomic_addx2 atomic_addx4 reshape view alloc_global "
           "im2col c2d_im2col gemm_v1 gemm_v2 "
           + " ".join(_NOT_PORTABLE))
 # thread-level (SIMT) programming: thread indices, barriers, warp shuffles, allreduce

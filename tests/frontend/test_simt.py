@@ -112,9 +112,10 @@ def test_divergent_barrier_is_an_error_at_its_line():
     first = test_divergent_barrier_is_an_error_at_its_line.__code__.co_firstlineno
     assert bad_line == first + 7 and e.value.loc.file == __file__
     msg = str(e.value)
-    assert f"if whose condition depend on the thread (line {line - 1})" in msg
+    assert f"inside the if at line {line - 1}, whose condition depends on the thread" in msg
     assert "T.sync_threads() is inside" in msg and "undefined" in msg
-    with pytest.raises(TileSyntaxError, match=r"T\.shfl_xor is inside a loop whose bounds"):
+    with pytest.raises(TileSyntaxError, match=r"T\.shfl_xor is inside the loop at line \d+, "
+                                              "whose bounds depend on the thread"):
         @T.prim_func
         def bad2(Y: T.Tensor((8,), "float32")):
             with T.Kernel(1, threads=8):

@@ -15,6 +15,7 @@ import math
 from tilepy.errors import NOLOC, Loc, TileSyntaxError
 from tilepy.frontend import exprs, syncplan
 from tilepy.frontend.simt import WARP, AllReduce, Barrier, Shuffle
+from tilepy.frontend.uniform import uniform_buffers
 from tilepy.frontend.walk import BODIES, children, deep, map_expr, stmt_exprs, sub_exprs
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Region, Var
@@ -44,10 +45,13 @@ class Fission:
         self.let_bufs: dict[Var, Buffer] = {}  # per-thread names kept across splits
         self.inline: dict[Var, object] = {}  # per-thread names recomputed in each phase
         self.allocs: list[S.Alloc] = []
+        self.guards: list = []  # conditions of the thread-dependent ifs being split
+        self.uniform: set[str] = set()  # per-thread buffers equal in every thread
 
     # ------------------------------------------------------------ driver
     def run(self, body: tuple) -> tuple:
         body = self.hoist(body)
+        uniform_buffers(body, self)
         body = syncplan.plan(body, self)
         out = self.process(body)
         return tuple(self.allocs) + tuple(out)
@@ -79,7 +83,8 @@ class Fission:
         for x in sub_exprs(e):
             if isinstance(x, Var) and x in self.dep:
                 return True
-            if isinstance(x, Load) and x.buffer.name in self.per_thread:
+            if isinstance(x, Load) and x.buffer.name in self.per_thread and \
+                    x.buffer.name not in self.uniform:
                 return True
         return False
 
@@ -124,16 +129,23 @@ class Fission:
             return any(isinstance(t, _SPLITS) for b in children(s) for t in deep(b))
         return any(self.has_split(t) for b in children(s) for t in b)
 
-    def check_uniform(self, s) -> None:
+    def check_uniform(self, s) -> bool:
+        """True when s's control is the same for every thread; False for an `if` on the
+        thread that holds only partial barriers (`T.sync_threads(id, count)`: a barrier
+        of the threads that take the branch), whose condition each phase can recompute.
+        Otherwise a barrier or collective inside is an error at its line."""
         if not any(self.is_dep(e) for e in self.control(s)):
-            return
-        marker = next(t for b in children(s) for t in deep(b) if isinstance(t, _SPLITS))
-        what = {S.For: "loop whose bounds", S.While: "while loop whose condition",
-                S.If: "if whose condition"}[type(s)]
+            return True
+        inner = [t for b in children(s) for t in deep(b) if isinstance(t, _SPLITS)]
+        if isinstance(s, S.If) and self.recomputable(s.cond) and all(
+                isinstance(t, Barrier) and t.partial for t in inner):
+            return False
+        what = {S.For: "the loop", S.While: "the while loop", S.If: "the if"}[type(s)]
+        part = "bounds depend" if isinstance(s, S.For) else "condition depends"
         raise TileSyntaxError(
-            f"{marker.what} is inside a {what} depend on the thread (line {s.loc.line}): "
-            "every thread of the block must reach a barrier or warp collective together, "
-            "and in CUDA a divergent one is undefined", marker.loc,
+            f"{inner[0].what} is inside {what} at line {s.loc.line}, whose {part} on the "
+            "thread: every thread of the block must reach a barrier or warp collective "
+            "together (in CUDA a divergent one is undefined)", inner[0].loc,
             hint="move it out of that loop or branch, or make the bounds/condition the same "
                  "for every thread (not using the thread index, T.alloc_local or T.alloc_var "
                  "values)")
@@ -150,20 +162,40 @@ class Fission:
             elif isinstance(s, S.Let) and self.pure(s.value):
                 out.append(s)  # the same for every thread: bound once, outside
             elif isinstance(s, S.Let):
-                self.dep.add(s.var)
+                if self.is_dep(s.value):
+                    self.dep.add(s.var)
                 cur.append(s)
             elif self.is_block_op(s):
                 cur = self.flush(out, cur)
                 out.append(s)
             elif children(s) and self.has_split(s):
-                self.check_uniform(s)
+                uniform = self.check_uniform(s)
                 cur = self.flush(out, cur)
-                parts = {n: tuple(self.process(getattr(s, n))) for n in BODIES[type(s)]}
-                out.append(dataclasses.replace(s, **parts))
+                if uniform:
+                    parts = {n: tuple(self.process(getattr(s, n))) for n in BODIES[type(s)]}
+                    out.append(self.outside(dataclasses.replace(s, **parts)))
+                else:  # each phase of each branch runs where its thread's condition holds
+                    out += self.guarded(s.then_body, s.cond)
+                    out += self.guarded(s.else_body, exprs.call(Op.NOT, [s.cond], s.loc))
             else:
                 cur.append(s)
         self.flush(out, cur, final=True)
         return out
+
+    def outside(self, s):
+        """s (a loop or branch kept outside the thread loops) with its bounds or condition
+        reading thread 0's copy of the uniform per-thread values they name."""
+        t0 = Const(0, int32)
+        keep = {n: getattr(s, n) for n in BODIES[type(s)]}
+        bare = dataclasses.replace(s, **{n: () for n in keep})
+        return dataclasses.replace(self.rewrite(bare, t0), **keep)
+
+    def guarded(self, body, cond) -> list:
+        self.guards.append(cond)
+        try:
+            return self.process(body) if body else []
+        finally:
+            self.guards.pop()
 
     def flush(self, out: list, cur: list, final: bool = False) -> list:
         """Emits cur as one thread loop; before a split, its names become per-thread
@@ -178,6 +210,11 @@ class Fission:
                     self.allocs.append(S.Alloc(buf, loc=s.loc))
                     self.let_bufs[s.var] = buf
         cur = [s for s in cur if not (isinstance(s, S.Let) and s.var in self.inline)]
+        if cur and self.guards:
+            guard = self.guards[0]
+            for g in self.guards[1:]:
+                guard = exprs.call(Op.AND, [guard, g], g.loc)
+            cur = [S.If(guard, tuple(cur), loc=cur[0].loc)]
         if cur:
             t = Var(self.tr.unique("t"), int32)
             body = tuple(self.rewrite(s, t) for s in cur)
@@ -321,18 +358,21 @@ class Fission:
         from the first peer's value."""
         c, loc = (lambda op, *a: exprs.call(op, list(a), s.loc)), s.loc
         strides = (1, self.shape[0], self.shape[0] * self.shape[1])
+        def scaled(x, m):
+            return x if m == 1 else c(Op.MUL, x, m)
         base = self.lin
         for d in s.dims:
-            base = c(Op.SUB, base, c(Op.MUL, self.tvars[d], strides[d]))
+            base = c(Op.SUB, base, scaled(self.tvars[d], strides[d]))
         npeers = math.prod(self.shape[d] for d in s.dims)
         k = Var(self.tr.unique("k"), int32)
-        peer, rest = base, k
+        peer, rest, left = base, k, npeers
         for d in s.dims:
-            digit = c(Op.MOD, rest, self.shape[d])
-            peer = c(Op.ADD, peer, c(Op.MUL, digit, strides[d]))
+            left //= self.shape[d]
+            digit = rest if left == 1 else c(Op.MOD, rest, self.shape[d])
+            peer = c(Op.ADD, peer, scaled(digit, strides[d]))
             rest = c(Op.FLOORDIV, rest, self.shape[d])
         acc = self.exchange("acc", s.value.dtype)
-        first = map_expr(peer, lambda e: Const(0, int32) if e == k else e)
+        first = base
         fold = S.Store(acc, (self.lin,), s.combine(Load(acc, (self.lin,)),
                                                   Load(vals, (peer,))), loc=loc)
         return [S.Store(acc, (self.lin,), Load(vals, (first,)), loc=loc),

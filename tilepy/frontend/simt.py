@@ -14,9 +14,10 @@ from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import annotations, builtins, exprs
 from tilepy.frontend.builtins import Args
 from tilepy.frontend.values import describe
-from tilepy.ir.expr import Buffer, Expr, Load, Var
+from tilepy.ir import stmt as S
+from tilepy.ir.expr import Buffer, Const, Expr, Load, Var
 from tilepy.ir.ops import Op
-from tilepy.ir.types import Scope, int32
+from tilepy.ir.types import Scope, bool_, int32
 
 WARP = 32  # lanes per warp, as on NVIDIA GPUs
 _AXES = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
@@ -28,6 +29,7 @@ class Barrier:
 
     loc: Loc
     what: str = "T.sync_threads()"
+    partial: bool = False  # `T.sync_threads(id, count)` of fewer threads than the block's
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,13 @@ class AllReduce:
 
 
 MARKERS = (Barrier, Shuffle, AllReduce)
+
+
+@dataclass(frozen=True)
+class Break:
+    """`T.loop_break()`: leaves the innermost loop (lower_breaks turns it into a flag)."""
+
+    loc: Loc
 
 
 @dataclass
@@ -128,9 +137,10 @@ def _sync_threads(tr, node, loc: Loc, name: str):
     total = tr.thread_shape[0] * tr.thread_shape[1] * tr.thread_shape[2]
     thread_vars(tr, loc)
     what = "T.sync_threads()" if count is None else f"T.sync_threads(..., {count})"
-    if count is not None and int(count) != total:
+    partial = count is not None and int(count) != total
+    if partial:
         what += f" (a barrier of {count} of the block's {total} threads)"
-    tr.emit(Barrier(loc, what))
+    tr.emit(Barrier(loc, what, partial))
 
 
 # ---------------------------------------------------------------- warp shuffles
@@ -241,6 +251,57 @@ def _allreduce(tr, node, loc: Loc, name: str):
                       tuple(sorted(set(dims))), loc))
 
 
+def _loop_break(tr, node, loc: Loc, name: str):
+    if tr.loop_depth[-1] == 0:
+        raise TileSyntaxError("T.loop_break() must be inside a loop", loc)
+    tr.emit(Break(loc))
+
+
+def lower_breaks(tr, body: tuple, loc: Loc, cond=None):
+    """A loop body holding `if c: ...; T.loop_break()` at its top level, as statements
+    without break: a per-block flag (shared memory, so every thread sees it) is set where
+    the break is, and guards the rest of the body and the later iterations (and a while
+    loop's condition `cond`: then the result is (body, cond))."""
+    if not any(isinstance(s, Break) for s in _deep(body)):
+        return body if cond is None else (body, cond)
+    flag = tr.declare(Buffer(tr.unique("broke"), (Const(1, int32),), int32, Scope.SHARED),
+                      loc)
+    zero = (Const(0, int32),)
+    tr.emit(S.Store(flag, zero, Const(0, int32), loc=loc))
+    clear = exprs.call(Op.EQ, [Load(flag, zero), 0], loc)
+    body = (S.If(clear, _without_breaks(body, flag, clear), loc=loc),)
+    return body if cond is None else (body, exprs.call(Op.AND, [cond, clear], loc))
+
+
+def _without_breaks(body: tuple, flag: Buffer, clear) -> tuple:
+    zero = (Const(0, int32),)
+    for i, s in enumerate(body):
+        if not any(isinstance(t, Break) for t in _deep((s,))):
+            continue
+        if isinstance(s, Break):
+            s = S.If(Const(True, bool_), (s,), loc=s.loc)
+        ok = isinstance(s, S.If) and not s.else_body and s.then_body and isinstance(
+            s.then_body[-1], Break) and not any(isinstance(t, Break) for t in _deep(
+                s.then_body[:-1]))
+        if not ok:
+            where = next(t for t in _deep((s,)) if isinstance(t, Break)).loc
+            raise TileSyntaxError("T.loop_break() is supported at the end of an `if` at "
+                                  "the top level of the loop's body", where,
+                                  hint="restructure as `if cond: T.loop_break()`")
+        then = s.then_body[:-1] + (S.Store(flag, zero, Const(1, int32), loc=s.loc),)
+        rest = _without_breaks(body[i + 1:], flag, clear)
+        after = (S.If(clear, rest, loc=s.loc),) if rest else ()
+        return body[:i] + (S.If(s.cond, then, loc=s.loc),) + after
+    return body
+
+
+def _deep(body):
+    for s in body:
+        yield s
+        for name in ("body", "then_body", "else_body"):
+            yield from _deep(getattr(s, name, ()))
+
+
 def _evaluate(tr, node, loc: Loc, name: str):
     """`T.evaluate(call)`: the call's effect (TVMScript's expression statement)."""
     for arg in node.args:
@@ -255,7 +316,8 @@ def _no_value(tr, node, loc: Loc, name: str):
 HANDLERS = {"get_thread_binding": _get_thread_binding, "thread_binding": _thread_binding,
             "get_lane_idx": _lane_or_warp, "get_warp_idx": _lane_or_warp,
             "sync_threads": _sync_threads, "tvm_thread_allreduce": _allreduce,
-            "comm_reducer": _comm_reducer, "evaluate": _evaluate, "attr": _no_value}
+            "comm_reducer": _comm_reducer, "evaluate": _evaluate, "attr": _no_value,
+            "loop_break": _loop_break}
 HANDLERS.update({n: _shuffle for n in _SHUFFLES})
 builtins.HANDLERS.update(HANDLERS)
 NAMES = tuple(HANDLERS)

@@ -78,7 +78,7 @@ def plan(body: tuple, fx) -> tuple:
     out: list = []
     state = Accesses()
     for s in body:
-        if isinstance(s, S.Let) and not fx.pure(s.value):
+        if isinstance(s, S.Let) and fx.is_dep(s.value):
             fx.dep.add(s.var)
         if isinstance(s, MARKERS) or fx.is_block_op(s):
             out.append(s)
@@ -98,7 +98,8 @@ def plan(body: tuple, fx) -> tuple:
                 state = Accesses()
                 continue
         acc = accesses((s,), fx)
-        if state.conflicts(acc, fx):
+        atomic = id(s) in getattr(fx.tr, "atomic_stores", ())  # the store of a read-add
+        if state.conflicts(acc, fx) and not atomic:
             out.append(Barrier(s.loc, IMPLICIT))
             state = acc
         else:

@@ -398,6 +398,7 @@ class Translator(ExpressionMixin):
             self.close_scope("loop", loc)
         if exprs.is_ir(stages):
             raise TileTypeError("num_stages must be known when the kernel is built", loc)
+        body = simt.lower_breaks(self, body, loc)
         self.emit(S.For(var, exprs.index_expr(start, loc), exprs.index_expr(stop, loc),
                         exprs.index_expr(step, loc), kind, body, int(stages or 0), loc=loc))
 
@@ -423,8 +424,9 @@ class Translator(ExpressionMixin):
         if not exprs.is_ir(cond):
             raise TileTypeError("a while loop in a kernel needs a runtime condition", loc,
                                 hint="use a for loop for a count known when building")
-        body = self.block(node.body, loop=True, where=loc)
-        self.emit(S.While(exprs.as_bool(cond, loc), body, loc=loc))
+        body, cond = simt.lower_breaks(self, self.block(node.body, loop=True, where=loc),
+                                       loc, exprs.as_bool(cond, loc))
+        self.emit(S.While(cond, body, loc=loc))
 
     # ------------------------------------------------------------ assignments
     def _s_Assign(self, node):
