@@ -286,3 +286,60 @@ def test_kernels_without_thread_indices_keep_the_tile_path():
                 X[i] = X[i] + 1.0
     text = str(plain.ir)
     assert "T.Parallel(8)" in text and "T.serial(128)" not in text
+
+
+@tilepy.jit(out_idx=[-1])
+def histogram_select(n=16):
+    """Counts in shared memory with read-add atomics, a partial barrier in a branch on the
+    thread, a uniform per-thread count bounding a loop with barriers, and a loop break."""
+    @T.prim_func
+    def main(X: T.Tensor((n,), "int32"), Y: T.Tensor((n + 4,), "int32")):
+        with T.Kernel(1, threads=n):
+            tx = T.get_thread_binding()
+            hist = T.alloc_shared((4,), "int32")
+            s = T.alloc_shared((n,), "int32")
+            cnt = T.alloc_var("int32")
+            T.fill(hist[0], 0)  # one element
+            T.fill(hist[1:4], 0)
+            T.sync_threads()
+            pos = T.atomic_add(hist[X[tx] % 4], 1, return_prev=True)
+            s[tx] = pos
+            T.sync_threads()
+            if tx < 4:  # the first 4 threads scan hist among themselves
+                v = T.alloc_var("int32")
+                for i in T.serial(2):
+                    T.sync_threads(1, 4)
+                    v = hist[tx]
+                    if tx >= (1 << i):
+                        v = v + hist[tx - (1 << i)]
+                    T.sync_threads(1, 4)
+                    hist[tx] = v
+            T.sync_threads()
+            cnt = hist[3]  # the same in every thread
+            done = T.alloc_var("int32")
+            done = 0
+            for r in T.serial(cnt):
+                if r >= 3:
+                    T.loop_break()
+                T.sync_threads()
+                done = done + 1
+            Y[tx] = s[tx]
+            if tx < 4:
+                Y[n + tx] = hist[tx] * 100 + done
+    return main
+
+
+def test_read_add_atomics_partial_barriers_uniform_counts_and_breaks():
+    x = np.array([1, 2, 1, 1, 0, 3, 2, 1, 5, 6, 7, 0, 4, 9, 2, 3], np.int32)
+    y = interp(histogram_select(), x)
+    key = x % 4
+    prev = [int((key[:t] == key[t]).sum()) for t in range(16)]  # threads in order
+    np.testing.assert_array_equal(y[:16], prev)
+    counts = np.bincount(key, minlength=4)
+    np.testing.assert_array_equal(y[16:], np.cumsum(counts) * 100 + 3)  # broke after 3
+    with pytest.raises(TileTypeError, match="return_prev=True\\) needs one element of a "
+                                            "shared or local buffer"):
+        @T.prim_func
+        def bad(X: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=4):
+                X[0] = T.atomic_add(X[1], 1, return_prev=True)
