@@ -343,3 +343,15 @@ def test_read_add_atomics_partial_barriers_uniform_counts_and_breaks():
         def bad(X: T.Tensor((4,), "int32")):
             with T.Kernel(1, threads=4):
                 X[0] = T.atomic_add(X[1], 1, return_prev=True)
+
+
+@pytest.mark.parametrize("make", [neighbours, races, histogram_select, warp_sum,
+                                  lambda: allreduce((0, 1), "max")])
+def test_thread_level_ir_verifies_and_round_trips(make):
+    from tilepy.ir.parser import parse
+    from tilepy.ir.printer import format_func
+    from tilepy.ir.verify import verify
+
+    func = make().func
+    verify(func)
+    assert parse(format_func(func)) == func
