@@ -14,6 +14,7 @@ from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import annotations, builtins, exprs
 from tilepy.frontend.builtins import Args
 from tilepy.frontend.values import describe
+from tilepy.frontend.walk import deep
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Expr, Load, Var
 from tilepy.ir.ops import Op
@@ -77,6 +78,20 @@ class Reducer:
     params: tuple[str, str]
     body: ast.expr
     identity: list = field(default_factory=list)
+
+
+def begin_launch(tr, threads: tuple, loc: Loc) -> None:
+    """A launch's thread-level state: its thread shape; thread variables, reducers and the
+    SIMT flag are set by the first thread-level construct."""
+    try:
+        threads = tuple(int(t) for t in threads)
+    except (TypeError, ValueError):
+        threads = ()
+    if not threads or len(threads) > 3 or any(t < 1 for t in threads):
+        raise TileTypeError(f"T.Kernel: threads= expects 1 to 3 positive ints; got "
+                            f"{threads!r}", loc)
+    tr.thread_shape = tuple(threads) + (1,) * (3 - len(threads))
+    tr.thread_vars, tr.simt, tr.reducers = None, False, []
 
 
 def thread_vars(tr, loc: Loc) -> tuple[Var, ...]:
@@ -262,7 +277,7 @@ def lower_breaks(tr, body: tuple, loc: Loc, cond=None):
     without break: a per-block flag (shared memory, so every thread sees it) is set where
     the break is, and guards the rest of the body and the later iterations (and a while
     loop's condition `cond`: then the result is (body, cond))."""
-    if not any(isinstance(s, Break) for s in _deep(body)):
+    if not any(isinstance(s, Break) for s in deep(body)):
         return body if cond is None else (body, cond)
     flag = tr.declare(Buffer(tr.unique("broke"), (Const(1, int32),), int32, Scope.SHARED),
                       loc)
@@ -276,15 +291,15 @@ def lower_breaks(tr, body: tuple, loc: Loc, cond=None):
 def _without_breaks(body: tuple, flag: Buffer, clear) -> tuple:
     zero = (Const(0, int32),)
     for i, s in enumerate(body):
-        if not any(isinstance(t, Break) for t in _deep((s,))):
+        if not any(isinstance(t, Break) for t in deep((s,))):
             continue
         if isinstance(s, Break):
             s = S.If(Const(True, bool_), (s,), loc=s.loc)
         ok = isinstance(s, S.If) and not s.else_body and s.then_body and isinstance(
-            s.then_body[-1], Break) and not any(isinstance(t, Break) for t in _deep(
+            s.then_body[-1], Break) and not any(isinstance(t, Break) for t in deep(
                 s.then_body[:-1]))
         if not ok:
-            where = next(t for t in _deep((s,)) if isinstance(t, Break)).loc
+            where = next(t for t in deep((s,)) if isinstance(t, Break)).loc
             raise TileSyntaxError("T.loop_break() is supported at the end of an `if` at "
                                   "the top level of the loop's body", where,
                                   hint="restructure as `if cond: T.loop_break()`")
@@ -293,13 +308,6 @@ def _without_breaks(body: tuple, flag: Buffer, clear) -> tuple:
         after = (S.If(clear, rest, loc=s.loc),) if rest else ()
         return body[:i] + (S.If(s.cond, then, loc=s.loc),) + after
     return body
-
-
-def _deep(body):
-    for s in body:
-        yield s
-        for name in ("body", "then_body", "else_body"):
-            yield from _deep(getattr(s, name, ()))
 
 
 def _evaluate(tr, node, loc: Loc, name: str):

@@ -253,7 +253,7 @@ class Translator(ExpressionMixin):
         threads = tuple(threads) if isinstance(threads, (tuple, list)) else (int(threads),)
         names = self.target_names(item.optional_vars, len(grid), loc)
         bvars = tuple(Var(self.unique(n), int32) for n in names)
-        self.simt_begin(threads, loc)
+        simt.begin_launch(self, threads, loc)
         self.in_kernel = True
         self.block_vars = bvars  # T.get_block_binding(i)
         self.scopes.append({})
@@ -267,19 +267,6 @@ class Translator(ExpressionMixin):
         if self.simt:
             body = fission(self, body, threads, self.thread_vars, loc)
         self.emit(S.Launch(grid, bvars, threads, body, loc=loc))
-
-    def simt_begin(self, threads: tuple, loc: Loc) -> None:
-        """A launch's thread-level state: its thread shape; thread variables, reducers
-        and the SIMT flag are set by the first thread-level construct (frontend/simt.py)."""
-        try:
-            threads = tuple(int(t) for t in threads)
-        except (TypeError, ValueError):
-            threads = ()
-        if not threads or len(threads) > 3 or any(t < 1 for t in threads):
-            raise TileTypeError(f"T.Kernel: threads= expects 1 to 3 positive ints; got "
-                                f"{threads!r}", loc)
-        self.thread_shape = tuple(threads) + (1,) * (3 - len(threads))
-        self.thread_vars, self.simt, self.reducers = None, False, []
 
     def target_names(self, target, n: int, loc: Loc) -> list[str]:
         """Names for `as bx` / `as (bx, by)`; missing ones are made up."""
