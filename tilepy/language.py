@@ -13,10 +13,20 @@ from tilepy.boundary import api_boundary
 from tilepy.frontend.annotations import HINTS as _HINTS
 from tilepy.frontend.dtypes import dtype
 from tilepy.frontend.extras import NOT_PORTABLE as _NOT_PORTABLE
+from tilepy.frontend.simt import NAMES as _SIMT
 from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec  # noqa: F401
 from tilepy.ir.ops import SURFACE
 from tilepy.kernel import make_prim_func as _make_prim_func
 from tilepy.precision.formats import FORMATS, get_format
+
+
+def _cast_literal(dt, value):
+    """`T.Cast(dtype, 5)` on build-time values (in a helper): a literal of that dtype."""
+    from tilepy.errors import NOLOC
+    from tilepy.frontend.exprs import make_const
+    from tilepy.ir.types import dtype as ir_dtype
+
+    return make_const(value, ir_dtype(str(dt)), NOLOC)
 
 
 def _ceildiv(a, b):
@@ -97,9 +107,12 @@ _builtins(" ".join(SURFACE) + " infinity ceildiv", {"ceildiv": _ceildiv})
 _builtins("annotate_safe_value " + " ".join(_HINTS))
 
 # other spellings of tilepy's names, and GPU-only features (refused: not portable)
-_builtins("clamp Cast alloc_buffer atomic_addx2 atomic_addx4 reshape view alloc_global "
+_builtins("Cast", {"Cast": _cast_literal})
+_builtins("clamp alloc_buffer atomic_addx2 atomic_addx4 reshape view alloc_global "
           "im2col c2d_im2col gemm_v1 gemm_v2 "
           + " ".join(_NOT_PORTABLE))
+# thread-level (SIMT) programming: thread indices, barriers, warp shuffles, allreduce
+_builtins(" ".join(_SIMT) + " vectorized")
 parallel = globals()["Parallel"]
 SharedBuffer = FragmentBuffer = LocalBuffer = Tensor  # annotations of @T.macro parameters
 SharedTensor = FragmentTensor = LocalTensor = Tensor  # TileLang's other spelling of them

@@ -260,3 +260,18 @@ def test_tilepy_run_passes_option_like_arguments_to_the_program(tmp_path):
                         env={**os.environ, "TILEPY_QUIET": "1"})
     assert ok.returncode == 0, ok.stderr[-400:]
     assert ok.stdout.strip() == "['--h', '3', '--backend', 'x']"
+
+
+def test_cuda_timing_events_under_the_mapping_time_on_the_cpu():
+    import time
+
+    from tilepy.compat.cuda_to_cpu import CpuEvent
+
+    start, end = CpuEvent(enable_timing=True), CpuEvent(enable_timing=True)
+    with pytest.raises(RuntimeError, match="two recorded events"):
+        start.elapsed_time(end)
+    start.record()
+    time.sleep(0.02)
+    end.record()
+    end.synchronize()
+    assert 15.0 <= start.elapsed_time(end) < 2000.0

@@ -202,9 +202,23 @@ def test_get_block_binding_is_the_launchs_block_index():
     with tilepy.backend("interp"):
         block_ids(y)
     assert y.tolist() == [[0, 1], [10, 11], [20, 21]]
-    with pytest.raises(tilepy.errors.NotPortableError, match=r"thread indices \(T\.thread_"):
-        @T.prim_func
-        def threads(Y: T.Tensor((2,), "int32")):
+
+
+def test_loops_around_launches_unroll_with_folded_bounds():
+    @T.prim_func
+    def rounds(X: T.Tensor((4,), "int32")):
+        n = T.Cast("int32", T.ceil(T.log2(T.Cast("float32", 5))))  # 3, a literal expression
+        for i in range(n - 1):
             with T.Kernel(1):
-                t = T.thread_binding(0, 2, thread="threadIdx.x")
-                Y[t] = 1
+                for j in T.vectorized(4):  # a serial loop
+                    X[j] = X[j] * 2 + i
+    x = np.arange(4, dtype=np.int32)
+    with tilepy.backend("interp"):
+        rounds(x)
+    assert x.tolist() == [1, 5, 9, 13]  # (x * 2 + 0) * 2 + 1
+    with pytest.raises(TileSyntaxError, match="loop around T.Kernel launches needs bounds"):
+        @T.prim_func
+        def bad(X: T.Tensor((4,), "int32")):
+            for i in range(X[0]):
+                with T.Kernel(1):
+                    X[0] = i

@@ -1,6 +1,7 @@
 """The opt-in mapping of CUDA tensor creation to the CPU, for programs written for a GPU:
 torch factories given `device="cuda"`, `Tensor.cuda()` and `Tensor.to("cuda")` give CPU
-tensors, and `torch.cuda.synchronize` and seeding do what they mean on the CPU. Changes
+tensors, and `torch.cuda.synchronize`, seeding and timing events do what they mean on the
+CPU. Changes
 torch's module state for the process; nothing else.
 """
 
@@ -36,6 +37,34 @@ def _seed_cpu(seed) -> None:
     torch.default_generator.manual_seed(int(seed))
 
 
+class CpuEvent:
+    """`torch.cuda.Event(enable_timing=True)` on the CPU: `record()` notes the wall time,
+    `elapsed_time(end)` gives the milliseconds between two recorded events."""
+
+    def __init__(self, *args, **kwargs):
+        self.at = None
+
+    def record(self, *args, **kwargs) -> None:
+        import time
+
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end: "CpuEvent") -> float:
+        if self.at is None or end.at is None:
+            raise RuntimeError("elapsed_time needs two recorded events (call record() "
+                               "on both)")
+        return (end.at - self.at) * 1000.0
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait(self, *args, **kwargs) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+
 def patch() -> None:
     """Apply the mapping (once per process)."""
     global _done
@@ -64,4 +93,5 @@ def patch() -> None:
     torch.cuda.current_device = lambda: 0
     torch.cuda.set_device = lambda *a, **k: None
     torch.cuda.empty_cache = lambda: None
+    torch.cuda.Event = CpuEvent
     _done = True

@@ -15,7 +15,7 @@ from tilepy.frontend import exprs
 from tilepy.frontend.surface import Builtin
 from tilepy.frontend.values import StartPoint, describe, operand_region, region_of
 from tilepy.ir import stmt as S
-from tilepy.ir.expr import Buffer, Const, Load, Region
+from tilepy.ir.expr import Buffer, Const, Load, Region, Var
 from tilepy.ir.ops import FUNCTIONS, OPS, Op
 from tilepy.ir.tileops import STMTS
 from tilepy.ir.types import Scope, int32
@@ -58,8 +58,10 @@ class Args:
             raise TileTypeError(f"missing argument {name!r}", self.loc)
         return self.tr.operand(self.nodes[name])
 
-    def region(self, name: str) -> Region:
+    def region(self, name: str, point_is_element: bool = False) -> Region:
         op = region_of(self.operand(name), self.loc)
+        if isinstance(op, StartPoint) and point_is_element:  # `T.fill(s[0], v)`: one element
+            return Region(op.buffer, op.starts, tuple(Const(1, int32) for _ in op.starts))
         return operand_region(op, None, self.loc) if isinstance(op, StartPoint) else op
 
     def const(self, name: str, default=None):
@@ -217,10 +219,10 @@ def _gemm(tr, node, loc, name):
 def _fill(tr, node, loc, name):
     if name == "clear":
         a = Args(tr, node, ["buffer"], loc, "T.clear")
-        dst, value = a.region("buffer"), 0
+        dst, value = a.region("buffer", True), 0
     else:
         a = Args(tr, node, ["buffer", "value"], loc, "T.fill")
-        dst, value = a.region("buffer"), a.value("value")
+        dst, value = a.region("buffer", True), a.value("value")
     tr.emit(S.Fill(dst, exprs.to_ir(value, loc, like=dst.dtype), loc=loc))
 
 
@@ -245,9 +247,11 @@ def _cumsum(tr, node, loc, name):
 
 
 def _atomic_add(tr, node, loc, name):
-    a = Args(tr, node, ["dst", "value"], loc, "T.atomic_add")
+    a = Args(tr, node, ["dst", "value", "memory_order", "return_prev"], loc, "T.atomic_add")
     dst = region_of(a.operand("dst"), loc)
     val = a.operand("value")
+    if a.const("return_prev", False):
+        return _atomic_add_prev(tr, dst, val, node, loc)
     if isinstance(val, StartPoint) and isinstance(dst, StartPoint):
         val = Load(val.buffer, val.starts)  # element += element: a scalar atomic
     if isinstance(val, (Region, Buffer, StartPoint)):
@@ -260,6 +264,26 @@ def _atomic_add(tr, node, loc, name):
     dst_r = operand_region(dst, one, loc)
     tr.emit(S.AtomicAdd(dst_r, exprs.to_ir(tr.scalar_view(val, node), loc,
                                            like=dst_r.dtype), loc=loc))
+
+
+def _atomic_add_prev(tr, dst, val, node, loc):
+    """`old = T.atomic_add(s[i], v, return_prev=True)` on per-block or per-thread memory:
+    old = s[i]; s[i] = old + v, one thread at a time (frontend/fission.py keeps the pair
+    in one phase)."""
+    if not isinstance(dst, StartPoint) or dst.buffer.scope is Scope.GLOBAL:
+        raise TileTypeError(f"T.atomic_add(..., return_prev=True) needs one element of a "
+                            f"shared or local buffer; got {describe(dst)}", loc,
+                            hint="global memory is shared between blocks, which run in any "
+                                 "order here; count in shared memory instead")
+    old = Load(dst.buffer, dst.starts)
+    prev = Var(tr.unique("prev"), old.dtype)
+    tr.emit(S.Let(prev, old, loc=loc))
+    new = exprs.call(Op.ADD, [prev, exprs.to_ir(tr.scalar_view(val, node), loc,
+                                                like=old.dtype)], loc)
+    store = S.Store(dst.buffer, dst.starts, exprs.cast(new, old.dtype, loc), loc=loc)
+    tr.__dict__.setdefault("atomic_stores", set()).add(id(store))
+    tr.emit(store)
+    return prev
 
 
 def _print(tr, node, loc, name):

@@ -172,3 +172,23 @@ def index_expr(v, loc: Loc) -> Expr:
         raise TileTypeError(f"an index must be an integer; got {e.dtype}", loc,
                             hint="cast it, e.g. T.cast(x, 'int32')")
     return e
+
+
+def fold(v):
+    """A build-time number for v: v itself when it is a Python number, the value of an IR
+    expression made of literals only (the op table's reference evaluates it), else None."""
+    if is_py_scalar(v):
+        return v
+    if isinstance(v, Const):
+        return v.value
+    if not isinstance(v, Call):
+        return None
+    args = [fold(a) for a in v.args]
+    if any(a is None for a in args):
+        return None
+    from tilepy.ir.ops import reference
+    from tilepy.ir.types import compute_dtype
+
+    vals = [np.asarray(a, dtype=compute_dtype(x.dtype)) for a, x in zip(args, v.args)]
+    out = reference(v.op, vals, tuple(x.dtype for x in v.args), v.dtype)
+    return np.asarray(out).item()

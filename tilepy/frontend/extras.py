@@ -31,10 +31,6 @@ NOT_PORTABLE = {
     "warpgroup_wait": "warpgroup MMA", "wgmma_gemm": "warpgroup MMA",
     "tcgen05_gemm": "tcgen05 (Blackwell tensor memory)", "alloc_tmem": "tcgen05 (Blackwell "
     "tensor memory)", "tcgen05_ld": "tcgen05 (Blackwell tensor memory)",
-    "shfl_xor": "warp shuffles", "shfl_down": "warp shuffles", "shfl_up": "warp shuffles",
-    "get_thread_binding": "thread indices", "get_lane_idx": "thread indices",
-    "get_warp_idx": "thread indices", "sync_threads": "thread barriers",
-    "thread_binding": "thread indices", "tvm_thread_allreduce": "thread-level reductions",
 }
 
 _SCOPES = {"shared": "alloc_shared", "shared.dyn": "alloc_shared",
@@ -155,3 +151,5 @@ builtins.HANDLERS["im2col"] = builtins.HANDLERS["c2d_im2col"] = _im2col
 builtins.HANDLERS["reshape"] = builtins.HANDLERS["view"] = _reshape
 builtins.HANDLERS["alloc_global"] = _alloc_global
 builtins.HANDLERS["atomic_addx2"] = builtins.HANDLERS["atomic_addx4"] = _atomic_add_n
+
+from tilepy.frontend import simt  # noqa: E402, F401 - thread-level handlers join the table

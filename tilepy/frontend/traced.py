@@ -101,10 +101,12 @@ def traced_builtin(name: str, args: tuple, kwargs: dict):
             raise TileTypeError(f"T.reinterpret needs dtypes of one width; {x.dtype} has "
                                 f"{x.dtype.bits} bits and {dt} has {dt.bits}", loc)
         return Traced(exprs.cast(x, dt, loc, Op.REINTERPRET), loc)
+    if name == "Cast":  # TVM's T.Cast(dtype, value)
+        name, vals = "cast", vals[::-1]
     if name == "cast":
         from tilepy.ir.types import dtype
 
-        dt = dtype(kwargs.get("dtype", vals[1] if len(vals) > 1 else None))
+        dt = dtype(str(kwargs.get("dtype", vals[1] if len(vals) > 1 else None)))
         return Traced(exprs.cast(exprs.to_ir(vals[0], loc, like=dt), dt, loc), loc)
     raise TileTypeError(f"T.{name} cannot be called from a helper function", loc,
                         hint="call it in the kernel body, or mark the helper @T.macro")

@@ -20,9 +20,10 @@ from tilepy.errors import (
     TileSyntaxError,
     TileTypeError,
 )
-from tilepy.frontend import builtins, exprs
+from tilepy.frontend import builtins, exprs, simt
 from tilepy.frontend.dtypes import as_format
 from tilepy.frontend.expressions import ExpressionMixin
+from tilepy.frontend.fission import fission
 from tilepy.frontend.macro import Return
 from tilepy.frontend.persistent import persistent_loop
 from tilepy.frontend.source import Source
@@ -37,7 +38,7 @@ from tilepy.precision.formats import Format
 
 _LOOPS = {"Parallel": S.ForKind.PARALLEL, "parallel": S.ForKind.PARALLEL,
           "Pipelined": S.ForKind.PIPELINED, "serial": S.ForKind.SERIAL,
-          "unroll": S.ForKind.UNROLLED}
+          "unroll": S.ForKind.UNROLLED, "vectorized": S.ForKind.SERIAL}
 _PY_CASTS = {py.int: int32, py.float: float32, py.bool: bool_}  # int(x) etc. on IR values
 
 
@@ -59,6 +60,7 @@ class Translator(ExpressionMixin):
         self.returned = None
         self.pending_name = "buf"
         self.in_kernel = False
+        self.simt, self.thread_vars, self.reducers, self.thread_shape = False, None, [], (1,) * 3
 
     # ------------------------------------------------------------ plumbing
     def loc(self, node: ast.AST) -> Loc:
@@ -208,6 +210,8 @@ class Translator(ExpressionMixin):
             return self.launch(node, node.items[0])
         if names in (["If"], ["If", "Then"]):
             return self.frame_if(node, names)
+        if names == ["attr"]:
+            return simt.attr_frame(self, node)
         raise TileSyntaxError("only `with T.Kernel(...) as ...:` and `with T.If(cond):` "
                               "frames are supported", self.loc(node),
                               hint="T.Then() and T.Else() go inside `with T.If(cond):` "
@@ -249,6 +253,7 @@ class Translator(ExpressionMixin):
         threads = tuple(threads) if isinstance(threads, (tuple, list)) else (int(threads),)
         names = self.target_names(item.optional_vars, len(grid), loc)
         bvars = tuple(Var(self.unique(n), int32) for n in names)
+        simt.begin_launch(self, threads, loc)
         self.in_kernel = True
         self.block_vars = bvars  # T.get_block_binding(i)
         self.scopes.append({})
@@ -259,6 +264,8 @@ class Translator(ExpressionMixin):
         finally:
             self.scopes.pop()
             self.in_kernel = False
+        if self.simt:
+            body = fission(self, body, threads, self.thread_vars, loc)
         self.emit(S.Launch(grid, bvars, threads, body, loc=loc))
 
     def target_names(self, target, n: int, loc: Loc) -> list[str]:
@@ -288,6 +295,9 @@ class Translator(ExpressionMixin):
             return self.tile_loop(node, fn.name, loc)
         if isinstance(fn, Builtin) and fn.name == "Persistent":
             return persistent_loop(self, node, loc)
+        if (fn is range or isinstance(fn, Builtin) and fn.name == "serial") \
+                and not self.in_kernel:
+            return self.host_loop(node, it, loc)
         if fn is range:
             return self.range_loop(node, it, S.ForKind.SERIAL, loc)
         seq = self.expr(it)
@@ -296,6 +306,18 @@ class Translator(ExpressionMixin):
                                 hint="use range(...), T.serial, T.Parallel or T.Pipelined")
         for item in seq:  # a build-time sequence: unrolled while the kernel is built
             self.assign_target(node.target, item, loc)
+            for st in node.body:
+                self.stmt(st)
+
+    def host_loop(self, node: ast.For, call: ast.Call, loc: Loc) -> None:
+        """A loop around launches (TileLang's multi-kernel programs): its bounds must fold
+        to integers while building (constant expressions do), and it is unrolled."""
+        bounds = [exprs.fold(self.expr(a)) for a in call.args]
+        if any(b is None for b in bounds) or not isinstance(node.target, ast.Name):
+            raise TileSyntaxError("a loop around T.Kernel launches needs bounds known when "
+                                  "the kernel is built", loc)
+        for i in range(*[int(b) for b in bounds]):
+            self.bind(node.target.id, i)
             for st in node.body:
                 self.stmt(st)
 
@@ -363,6 +385,7 @@ class Translator(ExpressionMixin):
             self.close_scope("loop", loc)
         if exprs.is_ir(stages):
             raise TileTypeError("num_stages must be known when the kernel is built", loc)
+        body = simt.lower_breaks(self, body, loc)
         self.emit(S.For(var, exprs.index_expr(start, loc), exprs.index_expr(stop, loc),
                         exprs.index_expr(step, loc), kind, body, int(stages or 0), loc=loc))
 
@@ -388,8 +411,9 @@ class Translator(ExpressionMixin):
         if not exprs.is_ir(cond):
             raise TileTypeError("a while loop in a kernel needs a runtime condition", loc,
                                 hint="use a for loop for a count known when building")
-        body = self.block(node.body, loop=True, where=loc)
-        self.emit(S.While(exprs.as_bool(cond, loc), body, loc=loc))
+        body, cond = simt.lower_breaks(self, self.block(node.body, loop=True, where=loc),
+                                       loc, exprs.as_bool(cond, loc))
+        self.emit(S.While(cond, body, loc=loc))
 
     # ------------------------------------------------------------ assignments
     def _s_Assign(self, node):
@@ -471,7 +495,8 @@ class Translator(ExpressionMixin):
                      "loop, or give the per-iteration value another name")
         if isinstance(value, TensorSpec) and isinstance(value.data, DataRef):
             value = self.declare(self.re_view(name, value, loc), loc)
-        if exprs.is_ir(value) and self.in_kernel and not isinstance(value, Const):
+        if exprs.is_ir(value) and self.in_kernel and not isinstance(value, Const) and \
+                value not in (self.thread_vars or ()):  # a thread index keeps its identity
             var = Var(self.unique(name), value.dtype)
             self.emit(S.Let(var, value, loc=loc))
             value = var
