@@ -101,6 +101,7 @@ _builtins("clamp Cast alloc_buffer atomic_addx2 atomic_addx4 reshape view alloc_
           "im2col c2d_im2col gemm_v1 gemm_v2 "
           + " ".join(_NOT_PORTABLE))
 parallel = globals()["Parallel"]
+vectorized = globals()["serial"]  # TVM's vectorized loop: in order gives its values
 SharedBuffer = FragmentBuffer = LocalBuffer = Tensor  # annotations of @T.macro parameters
 SharedTensor = FragmentTensor = LocalTensor = Tensor  # TileLang's other spelling of them
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import types
 
 from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import exprs
@@ -100,6 +101,8 @@ class ExpressionMixin:
         try:
             return getattr(base, node.attr)
         except AttributeError:
+            if isinstance(base, types.ModuleType):
+                raise _missing_name(node, base, loc) from None
             raise TileSyntaxError(f"{describe(base)} has no attribute {node.attr!r}",
                                   loc) from None
 
@@ -284,3 +287,13 @@ class ExpressionMixin:
             raise
         except Exception as err:  # noqa: BLE001 - any user error becomes a located one
             raise TileSyntaxError(f"{type(err).__name__}: {err}", loc) from None
+
+
+def _missing_name(node: ast.Attribute, module: types.ModuleType, loc: Loc) -> TileSyntaxError:
+    """`T.sync_grid` where the module (the tile language, tvm.tir...) lacks the name."""
+    spelled = f"{ast.unparse(node.value)}.{node.attr}"
+    return TileSyntaxError(
+        f"{spelled}: expected a name of {module.__name__.removeprefix('tilepy.compat.')}; "
+        f"it has no {node.attr!r}", loc,
+        hint="tilepy has TileLang's portable names (docs/language.md, \"TileLang's "
+             "spellings\"); this one is not among them yet")
