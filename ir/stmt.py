@@ -202,6 +202,16 @@ class Print(_Stmt):
 
 
 @dataclass(frozen=True)
+class Assert(_Stmt):
+    """`assert cond, msg` on run-time values inside a T.Kernel block: a block where `cond`
+    is false (in any T.Parallel lane) fails the launch with an error naming the block."""
+
+    cond: Expr
+    msg: str = ""
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
 class Breakpoint(_Stmt):
     """`breakpoint()` inside a kernel: the interpreter stops in a debugger with the block's
     buffers in scope; compiled backends ignore it."""
@@ -241,7 +251,7 @@ class Versioned(_Stmt):
 
 
 Stmt = Union[Alloc, Let, Store, Copy, Fill, Gemm, Reduce, Cumsum, AtomicAdd, For, If, While,
-             Print, Breakpoint, Launch, Versioned]
+             Print, Assert, Breakpoint, Launch, Versioned]
 
 TILE_OPS = (Copy, Fill, Gemm, Reduce, Cumsum, AtomicAdd)
 

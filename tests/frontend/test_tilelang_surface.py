@@ -71,12 +71,13 @@ def test_build_time_assert_fails_at_its_line_with_the_message():
     assert info.value.loc.line == clamp_kernel.__code__.co_firstlineno + 3
 
 
-def test_runtime_assert_and_gpu_only_features_are_refused_clearly():
-    with pytest.raises(TileSyntaxError, match="assert on a runtime value"):
+def test_runtime_assert_outside_a_launch_and_gpu_only_features_are_refused_clearly():
+    with pytest.raises(TileSyntaxError, match="assert on a runtime value outside T.Kernel"):
         @T.prim_func
         def k(X: T.Tensor((8,), "float32")):
+            assert X[0] > 0
             with T.Kernel(1) as bx:
-                assert X[bx] > 0
+                X[bx] = 1.0
 
     with pytest.raises(NotPortableError, match=r"not portable to the CPU reference: "
                        r"mbarriers \(T.alloc_barrier\)") as info:

@@ -181,16 +181,12 @@ class Translator(ExpressionMixin):
         self.expr(node.value)
 
     def _s_Assert(self, node):
-        """`assert cond, msg` on build-time values is checked now; on runtime values the
-        kernel cannot stop one block, so it is refused with what to do instead."""
+        """`assert cond, msg` on build-time values is checked now; on run-time values inside
+        a T.Kernel block it becomes a check that fails the launch naming the block."""
         loc = self.loc(node)
         cond = self.expr(node.test)
         if exprs.is_ir(cond):
-            raise TileSyntaxError(
-                "assert on a runtime value: expected a condition known when the kernel is "
-                "built; got one that depends on the data or the block", loc,
-                hint="check sizes and arguments outside the kernel, or guard the access "
-                     "with an `if` (out-of-range global accesses are masked anyway)")
+            return self.runtime_assert(node, cond, loc)
         if not cond:
             msg = self.expr(node.msg) if node.msg is not None else None
             raise KernelAssertionError(
@@ -198,6 +194,25 @@ class Translator(ExpressionMixin):
                 + (f": {msg}" if msg is not None else ""), loc,
                 hint="the kernel's build-time arguments (sizes, tiles, dtypes) do not meet "
                      "its assert")
+
+    def runtime_assert(self, node, cond, loc: Loc) -> None:
+        if not self.in_kernel:
+            raise TileSyntaxError(
+                "assert on a runtime value outside T.Kernel: expected it inside the kernel "
+                "body, or on a value known when the kernel is built", loc,
+                hint="move the assert into the `with T.Kernel(...)` block")
+        if isinstance(node.msg, ast.JoinedStr):  # f-strings: shown as written
+            msg = ast.unparse(node.msg)
+        else:
+            msg = self.expr(node.msg) if node.msg is not None else ""
+        if exprs.is_ir(msg):
+            raise TileTypeError("assert message: expected text known when the kernel is "
+                                "built; got a runtime value", loc,
+                                hint="use a string, or T.print the value before the assert")
+        cond = exprs.to_ir(cond, loc)
+        if not cond.dtype.is_bool:
+            cond = exprs.call(Op.NE, [cond, 0], loc)
+        self.emit(S.Assert(cond, str(msg), loc=loc))
 
     def _s_Return(self, node):
         raise Return(None if node.value is None else self.value(node.value))
