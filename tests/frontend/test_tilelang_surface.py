@@ -248,3 +248,18 @@ def test_gemm_v2_is_gemm_and_ignores_its_gpu_options():
         mm(a, a, c)
     assert np.allclose(c, a @ a.T, rtol=1e-6) and "T.gemm(A, B, c, transpose_B=True" in str(
         mm.ir)
+
+
+def test_bitwise_operators_on_conditions_are_the_logical_ones():
+    @T.prim_func
+    def pick(M: T.Tensor((8,), "uint8"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as _:
+            for j in T.Parallel(8):
+                Y[j] = T.if_then_else((M[j] != 0) & (j < 6) | (j == 7) ^ (M[j] == 5), 1.0, 0.0)
+
+    m = np.array([1, 0, 1, 5, 1, 1, 1, 0], np.uint8)
+    y = np.zeros(8, np.float32)
+    with tilepy.backend("interp"):
+        pick(m, y)
+    want = [((m[j] != 0) and j < 6) or ((j == 7) != (m[j] == 5)) for j in range(8)]
+    assert y.tolist() == [float(w) for w in want] == [1, 0, 1, 1, 1, 1, 0, 1]
