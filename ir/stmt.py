@@ -276,6 +276,9 @@ class PrimFunc:
     # scalar parameters (`n: T.int32`): (position among the call's inputs, size name);
     # the calling convention only: inside the kernel each is the symbolic size it names
     scalars: tuple[tuple[int, str], ...] = field(default=(), compare=False)
+    # global scratch buffers (`T.alloc_buffer` outside T.Kernel): params after the declared
+    # ones that each call allocates (zeroed) and neither takes nor returns
+    scratch: tuple[int, ...] = field(default=(), compare=False)
 
     def safe_value(self, name: str) -> float:
         """What an out-of-range load of global buffer `name` gives (0 unless annotated)."""

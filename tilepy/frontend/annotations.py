@@ -27,7 +27,8 @@ HINTS = ("use_swizzle", "annotate_layout", "annotate_l2_hit_ratio", "no_set_max_
 def func_attrs(tr) -> dict:
     """The PrimFunc keyword arguments the translator's annotations give."""
     return {"safe_values": tuple(getattr(tr, "safe_values", {}).items()),
-            "hints": tuple(getattr(tr, "hints", ()))}
+            "hints": tuple(getattr(tr, "hints", ())),
+            "scratch": tuple(tr.params.index(b) for b in getattr(tr, "scratch", ()))}
 
 
 def add_hint(tr, text: str) -> None:

@@ -15,7 +15,7 @@ from tilepy.frontend.values import DataRef, StartPoint, describe
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import Op
-from tilepy.ir.types import int32
+from tilepy.ir.types import Scope, int32
 
 # feature names as TileLang spells them -> what they are (for the message)
 NOT_PORTABLE = {
@@ -61,7 +61,27 @@ def _cast_tvm(tr, node, loc: Loc, name: str):
     return _cast(tr, node, loc, "cast")
 
 
+def _scratch(tr, node, loc: Loc, name: str):
+    """`T.alloc_buffer(shape, dtype)` / `T.alloc_global` outside T.Kernel: a global scratch
+    buffer (e.g. split-K partial sums) that every call allocates, zeroed, and that the
+    kernel's launches share; the caller neither passes nor gets it."""
+    a = Args(tr, node, ["shape", "dtype", "scope"], loc, f"T.{name}")
+    scope = a.const("scope", "global")
+    if str(scope) != "global":
+        raise TileTypeError(f"T.{name} outside T.Kernel: expected a global buffer; got scope "
+                            f"{scope!r}", loc, hint="allocate shared and fragment buffers "
+                                                    "inside the `with T.Kernel(...)` block")
+    shape = builtins._shape(tr, a.value("shape"), loc)
+    dt = builtins._dtype_arg(a.value("dtype", "float32"), loc)
+    buf = Buffer(tr.fresh_name(), shape, dt, Scope.GLOBAL)
+    tr.params.append(buf)
+    tr.__dict__.setdefault("scratch", []).append(buf)
+    return buf
+
+
 def _alloc_buffer(tr, node, loc: Loc, name: str):
+    if not tr.in_kernel:
+        return _scratch(tr, node, loc, name)
     a = Args(tr, node, ["shape", "dtype", "scope"], loc, "T.alloc_buffer")
     scope = a.const("scope", "shared")
     kind = _SCOPES.get(str(scope))
@@ -135,9 +155,11 @@ def _reshape(tr, node, loc: Loc, name: str):
 
 
 def _alloc_global(tr, node, loc: Loc, name: str):
-    raise TileSyntaxError("T.alloc_global (a scratch buffer in global memory) is not "
-                          "supported yet", loc,
-                          hint="pass the scratch buffer as a kernel argument (T.Tensor)")
+    if not tr.in_kernel:
+        return _scratch(tr, node, loc, name)
+    raise TileSyntaxError("T.alloc_global inside T.Kernel: expected it before the launch "
+                          "(a global buffer is shared by all blocks)", loc,
+                          hint="move it above `with T.Kernel(...)`")
 
 
 def _im2col(tr, node, loc: Loc, name: str):
