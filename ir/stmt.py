@@ -279,6 +279,10 @@ class PrimFunc:
     # global scratch buffers (`T.alloc_buffer` outside T.Kernel): params after the declared
     # ones that each call allocates (zeroed) and neither takes nor returns
     scratch: tuple[int, ...] = field(default=(), compare=False)
+    # `T.make_tensor(P[i], shape, dtype)`: (scratch param, pointer-table param) pairs; each
+    # call stacks the tensors the table's addresses point at into the scratch param, and
+    # writes the ones the kernel writes back to those addresses (tilepy/pointers.py)
+    pointees: tuple[tuple[int, int], ...] = field(default=(), compare=False)
 
     def safe_value(self, name: str) -> float:
         """What an out-of-range load of global buffer `name` gives (0 unless annotated)."""

@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+from tilepy import pointers
 from tilepy.backend import run
 from tilepy.boundary import api_boundary, is_internal
 from tilepy.compat.torch_bridge import from_torch, unpack_int4
@@ -103,8 +104,11 @@ class Kernel:
     @api_boundary
     def __call__(self, *args):
         args, back = from_torch(args)  # torch tensors in and out (compat/torch_bridge.py)
-        arrays, sizes = bind_arguments(self.func, args, _caller_loc())
+        loc = _caller_loc()
+        arrays, sizes = bind_arguments(self.func, args, loc)
+        write_back = pointers.fill(self.func, arrays, loc)  # T.make_tensor's address tables
         run(self.func, arrays, sizes)
+        write_back()
         outs = [arrays[self.func.params[i].name] for i in self.out_idx]
         if not outs:
             return None

@@ -178,3 +178,40 @@ def test_device_queries_under_the_cuda_mapping_describe_the_cpu():
     assert (props.major, props.minor) == (8, 0) and props.total_memory > 0
     assert props.multi_processor_count == len(os.sched_getaffinity(0))
     assert cuda.device_count() == 1 and "cpu" in cuda.get_device_name(0)
+
+
+def _ptr_scale(T):
+    @T.prim_func
+    def scale(P: T.Tensor((3,), T.ptr), F: T.Tensor((3,), "float32")):
+        with T.Kernel(3) as g:
+            x = T.make_tensor(P[g], (2, 4), "float32")  # group g's own tensor
+            tile = T.alloc_fragment((2, 4), "float32")
+            T.copy(x[0, 0], tile)
+            for i, j in T.Parallel(2, 4):
+                x[i, j] = tile[i, j] * F[g] + x[1, 3] * 0
+
+    return scale
+
+
+def test_make_tensor_reads_and_writes_the_tensors_a_pointer_table_names(tl):
+    import tilelang.language as T
+
+    groups = [np.arange(8, dtype=np.float32).reshape(2, 4) + 10 * g for g in range(3)]
+    before = [g.copy() for g in groups]
+    table = np.array([g.ctypes.data for g in groups], np.int64)
+    with tilepy.backend("interp"):
+        _ptr_scale(T)(table, np.array([1.0, 2.0, -1.0], np.float32))
+    for g, (got, was) in enumerate(zip(groups, before)):
+        assert np.array_equal(got, was * [1.0, 2.0, -1.0][g]), g
+
+
+def test_a_pointer_table_with_a_bad_address_is_an_argument_error(tl):
+    import tilelang.language as T
+
+    from tilepy.errors import ArgumentError
+
+    ok = np.zeros((2, 4), np.float32)
+    table = np.array([ok.ctypes.data, 16, ok.ctypes.data], np.int64)
+    with tilepy.backend("interp"), pytest.raises(ArgumentError, match=r"P\[1\]: expected "
+                                                 r"the address of 32 writable bytes"):
+        _ptr_scale(T)(table, np.ones(3, np.float32))

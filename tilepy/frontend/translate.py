@@ -28,7 +28,7 @@ from tilepy.frontend.persistent import persistent_loop
 from tilepy.frontend.source import Source
 from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec
 from tilepy.frontend.traced import call_traced
-from tilepy.frontend.values import DataRef, Stale, describe
+from tilepy.frontend.values import DataRef, PointeeView, Stale, describe
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Var
 from tilepy.ir.ops import Op
@@ -507,10 +507,12 @@ class Translator(ExpressionMixin):
         return Buffer(self.unique(name), shape, spec.dtype, base.scope, data=base)
 
     def store(self, target: ast.Subscript, value, loc: Loc) -> None:
-        dest = self.value(target.value)
+        dest, prefix = self.value(target.value), ()
+        if isinstance(dest, PointeeView):
+            dest, prefix = dest.buffer, (dest.index,)
         if not isinstance(dest, Buffer):
             raise TileTypeError(f"cannot assign into {describe(dest)}", loc)
-        ref = self.buffer_subscript(dest, target.slice, loc)
+        ref = self.buffer_subscript(dest, target.slice, loc, prefix)
         if not isinstance(ref, Load):
             raise TileSyntaxError("assigning to a slice is not supported", loc,
                                   hint="use T.fill(region, value) or T.copy(src, region)")
