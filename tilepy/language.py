@@ -98,8 +98,8 @@ _builtins(" ".join(SURFACE) + " infinity ceildiv", {"ceildiv": _ceildiv})
 _builtins("annotate_safe_value " + " ".join(_HINTS))
 
 # other spellings of tilepy's names, and GPU-only features (refused: not portable)
-_builtins("clamp Cast alloc_buffer make_tensor atomic_addx2 atomic_addx4 reshape view alloc_global "
-          "im2col c2d_im2col gemm_v1 gemm_v2 "
+_builtins("clamp Cast alloc_buffer make_tensor sync_grid atomic_addx2 atomic_addx4 reshape view "
+          "alloc_global im2col c2d_im2col gemm_v1 gemm_v2 "
           + " ".join(_NOT_PORTABLE))
 parallel = globals()["Parallel"]
 vectorized = globals()["serial"]  # TVM's vectorized loop: in order gives its values

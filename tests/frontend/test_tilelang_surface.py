@@ -316,3 +316,38 @@ def test_alloc_global_and_a_scratch_scope_that_is_not_global():
             s = T.alloc_buffer((4,), "float32", scope="shared")
             with T.Kernel(1) as _:
                 X[0] = s[0]
+
+
+def test_sync_grid_lets_every_block_see_what_all_blocks_wrote_before_it():
+    @T.prim_func
+    def rotate(X: T.Tensor((4,), "float32"), Y: T.Tensor((4,), "float32")):
+        with T.Kernel(4) as b:
+            t = T.alloc_local((1,), "float32")
+            t[0] = X[b] * 10
+            Y[b] = t[0]
+            T.sync_grid()  # every block's Y[b] is written before any block goes on
+            t[0] = Y[(b + 1) % 4]
+            X[b] = t[0] + b
+
+    x = np.arange(4, dtype=np.float32)
+    y = np.zeros(4, np.float32)
+    with tilepy.backend("interp"):
+        rotate(x, y)
+    assert x.tolist() == [10.0, 21.0, 32.0, 3.0] and y.tolist() == [0, 10, 20, 30]
+    assert str(rotate.ir).count("with T.Kernel") == 2
+
+    with pytest.raises(TileSyntaxError, match="t would have to"):
+        @T.prim_func
+        def carried(X: T.Tensor((4,), "float32")):
+            with T.Kernel(4) as b:
+                t = T.alloc_local((1,), "float32")
+                t[0] = X[b]
+                T.sync_grid()
+                X[b] = t[0] + 1
+    with pytest.raises(TileSyntaxError, match="got one inside a loop or a branch"):
+        @T.prim_func
+        def nested(X: T.Tensor((4,), "float32")):
+            with T.Kernel(4) as b:
+                for _ in T.serial(2):
+                    T.sync_grid()
+                X[b] = 0.0

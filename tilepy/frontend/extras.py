@@ -6,7 +6,7 @@ clear NotPortableError at the user's line. Emits IR only through builtins' handl
 from __future__ import annotations
 
 from tilepy.errors import Loc, NotPortableError, TileSyntaxError, TileTypeError
-from tilepy.frontend import builtins, exprs
+from tilepy.frontend import builtins, exprs, gridsync
 from tilepy.frontend.builtins import _ALLOC, Args, _alloc, _cast
 from tilepy.frontend.im2col import im2col
 from tilepy.frontend.macro import inline_macro
@@ -134,6 +134,7 @@ def _block_binding(tr, node, loc: Loc, name: str):
 
 HANDLERS = {"get_block_binding": _block_binding, "clamp": _clamp, "Cast": _cast_tvm,
             "alloc_buffer": _alloc_buffer, "make_tensor": _make_tensor}
+HANDLERS["sync_grid"] = gridsync.sync_grid
 HANDLERS.update({n: _not_portable for n in NOT_PORTABLE})
 builtins.HANDLERS.update(HANDLERS)
 

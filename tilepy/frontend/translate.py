@@ -20,7 +20,7 @@ from tilepy.errors import (
     TileSyntaxError,
     TileTypeError,
 )
-from tilepy.frontend import builtins, exprs
+from tilepy.frontend import builtins, exprs, gridsync
 from tilepy.frontend.dtypes import as_format
 from tilepy.frontend.expressions import ExpressionMixin
 from tilepy.frontend.macro import Return
@@ -266,6 +266,7 @@ class Translator(ExpressionMixin):
         bvars = tuple(Var(self.unique(n), int32) for n in names)
         self.in_kernel = True
         self.block_vars = bvars  # T.get_block_binding(i)
+        self.launch_depth = len(self.bodies) + 1  # T.sync_grid's level (frontend/gridsync.py)
         self.scopes.append({})
         for n, v in zip(names, bvars):
             self.bind(n, v)
@@ -274,7 +275,8 @@ class Translator(ExpressionMixin):
         finally:
             self.scopes.pop()
             self.in_kernel = False
-        self.emit(S.Launch(grid, bvars, threads, body, loc=loc))
+        for part_vars, part in gridsync.split(self, bvars, body):
+            self.emit(S.Launch(grid, part_vars, threads, part, loc=loc))
 
     def target_names(self, target, n: int, loc: Loc) -> list[str]:
         """Names for `as bx` / `as (bx, by)`; missing ones are made up."""
