@@ -9,9 +9,10 @@ its own process. A program passes when it exits 0 and prints no failure verdict 
 TileLang's examples catch their own assertion and print a cross or "FAILED" instead).
 Outcomes: pass, check (its own check failed: an AssertionError or a printed verdict), error
 (anything else, with the error's last line), timeout (with the last line the program had
-printed: a timeout in a benchmark after the checks passed shows it). `--args FILE` gives the command-line
-arguments of some programs, one `prog.py ARGS...` a line (`#` comments), to run GPU-sized
-examples at CPU sizes through their own flags. The programs are not part of this repository.
+printed: a timeout in a benchmark after the checks passed shows it). `--args FILE` gives
+the command-line arguments of some programs, one `prog.py ARGS...` a line (`#` comments),
+to run GPU-sized examples at CPU sizes through their own flags. The programs are not part
+of this repository.
 """
 
 from __future__ import annotations
