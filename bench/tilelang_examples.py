@@ -8,9 +8,11 @@ Each FOLDER/*.py runs as `tilepy run --tilelang --cuda-to-cpu --backend B prog.p
 its own process. A program passes when it exits 0 and prints no failure verdict (a few of
 TileLang's examples catch their own assertion and print a cross or "FAILED" instead).
 Outcomes: pass, check (its own check failed: an AssertionError or a printed verdict), error
-(anything else, with the error's last line), timeout. `--args FILE` gives the command-line
-arguments of some programs, one `prog.py ARGS...` a line (`#` comments), to run GPU-sized
-examples at CPU sizes through their own flags. The programs are not part of this repository.
+(anything else, with the error's last line), timeout (with the last line the program had
+printed: a timeout in a benchmark after the checks passed shows it). `--args FILE` gives
+the command-line arguments of some programs, one `prog.py ARGS...` a line (`#` comments),
+to run GPU-sized examples at CPU sizes through their own flags. The programs are not part
+of this repository.
 """
 
 from __future__ import annotations
@@ -63,10 +65,16 @@ def run_one(path: str, backend: str, timeout: float, extra: list[str]) -> tuple[
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                            cwd=os.path.dirname(path))
         rc, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired:
-        rc, out, err = 124, "", ""
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = 124, _text(e.stdout), ""
     kind, why = outcome(rc, out, blocker(err, rc) if rc else "")
+    if kind == "timeout" and out.strip():  # what it had printed: its checks may have passed
+        why += f" (last output: {out.strip().splitlines()[-1][:80]})"
     return kind, time.perf_counter() - t0, why
+
+
+def _text(b) -> str:
+    return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
 
 
 def read_args(path: str | None) -> dict[str, list[str]]:
@@ -84,6 +92,8 @@ def read_args(path: str | None) -> dict[str, list[str]]:
 def blocker_key(why: str) -> str:
     """Group blockers that differ only in numbers or the text after the message's subject."""
     why = re.sub(r"\S+\.py:\d+: ", "", why)
+    if why.startswith("timeout"):
+        return "timeout"
     if ":" not in why:
         return why
     head, rest = why.split(":", 1)

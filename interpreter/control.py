@@ -20,8 +20,13 @@ from tilepy.interpreter.evaluate import (
 )
 from tilepy.interpreter.state import Ctx, LaneVar
 from tilepy.ir import stmt as S
-from tilepy.ir.errors import KernelRuntimeError, LoweringError, TilepyError
-from tilepy.ir.tileops import display
+from tilepy.ir.errors import (
+    KernelAssertionError,
+    KernelRuntimeError,
+    LoweringError,
+    TilepyError,
+)
+from tilepy.ir.tileops import ASSERT_HINT, assert_message, display
 from tilepy.ir.types import compute_dtype
 
 _TILE = {
@@ -215,6 +220,20 @@ def _while(ctx: Ctx, s: S.While, mask) -> None:
         run_body(ctx, s.body, m)
 
 
+def _assert(ctx: Ctx, s: S.Assert, mask) -> None:
+    """Fails on the lowest block (by linear id) of the batch whose condition is false in
+    an active lane, as a compiled launch reports it."""
+    c = np.asarray(evaluate(ctx, s.cond, mask), dtype=bool)
+    bad = np.broadcast_to(ctx.pad(~c), ctx.lane_shape)
+    if mask is not None:
+        bad = bad & np.broadcast_to(ctx.pad(mask), ctx.lane_shape)
+    failed = bad.reshape(ctx.B, -1).any(axis=1)
+    if failed.any():
+        pos = int(np.flatnonzero(failed)[np.argmin(ctx.lin[failed])])
+        raise KernelAssertionError(assert_message(ctx.block_name(pos), s.msg), loc=s.loc,
+                                   hint=ASSERT_HINT)
+
+
 def _launch(ctx: Ctx, s: S.Launch, mask) -> None:
     raise LoweringError("T.Kernel inside a kernel body: expected launches at the top level; "
                         "got a nested one", loc=s.loc)
@@ -223,6 +242,6 @@ def _launch(ctx: Ctx, s: S.Launch, mask) -> None:
 _EXEC = {
     S.Alloc: _alloc, S.Let: _let, S.Store: _store, S.For: _for, S.If: _if,
     S.While: _while, S.Launch: _launch, S.Print: debug.print_stmt,
-    S.Breakpoint: debug.breakpoint_stmt, S.Versioned: _versioned,
+    S.Breakpoint: debug.breakpoint_stmt, S.Versioned: _versioned, S.Assert: _assert,
     **{k: _tile for k in _TILE},
 }

@@ -12,6 +12,7 @@ from tilepy.ir.parser import parse  # noqa: E402
 from tilepy.ir.printer import format_expr, format_func  # noqa: E402
 from tilepy.ir.stmt import (
     Alloc,
+    Assert,
     AtomicAdd,
     Breakpoint,
     Copy,
@@ -36,7 +37,8 @@ from tilepy.ir.types import DType, Scope, compute_dtype, dtype, promote
 from tilepy.ir.verify import verify  # noqa: E402
 
 __all__ = [
-    "Alloc", "AtomicAdd", "Breakpoint", "Buffer", "Call", "Compute", "Const", "Copy", "Cumsum",
+    "Alloc", "Assert", "AtomicAdd", "Breakpoint", "Buffer", "Call", "Compute", "Const", "Copy",
+    "Cumsum",
     "DType", "Expr", "Fill", "For", "ForKind", "Gemm", "If", "Launch", "Let", "Load", "OPS",
     "Op", "OpDef", "PrimFunc", "Print", "Reduce", "ReduceKind", "Region", "Scope", "Stmt",
     "Store", "Var", "While", "compute_dtype", "dtype", "full_region", "promote", "walk",

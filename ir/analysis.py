@@ -203,7 +203,7 @@ class _Counter:
     def s_Alloc(self, s: Alloc, env: dict) -> Counter:
         return Counter()
 
-    s_Breakpoint = s_Print = s_Alloc  # type: ignore[assignment]
+    s_Breakpoint = s_Print = s_Assert = s_Alloc  # type: ignore[assignment]
 
     def s_Let(self, s: Let, env: dict) -> Counter:
         try:

@@ -10,7 +10,7 @@ from tilepy.precision.errors import NOLOC, Loc, TilepyError
 __all__ = [
     "NOLOC", "Loc", "TilepyError", "TileTypeError", "ArgumentError", "VerifyError",
     "ParseError", "LoweringError", "KernelRuntimeError", "OutOfBoundsError", "HINT_OOB",
-    "UninitializedReadError", "RaceError",
+    "UninitializedReadError", "RaceError", "KernelAssertionError",
 ]
 
 
@@ -52,3 +52,8 @@ class UninitializedReadError(KernelRuntimeError):
 
 class RaceError(KernelRuntimeError):
     """Two blocks wrote the same global element without an atomic."""
+
+
+class KernelAssertionError(TilepyError):
+    """An `assert` in a kernel that failed: while the kernel was built (on build-time
+    values), or while it ran (on run-time values; the message names the block)."""

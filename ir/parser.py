@@ -21,6 +21,7 @@ from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var, full_region
 from tilepy.ir.ops import Op, result_dtype
 from tilepy.ir.stmt import (
     Alloc,
+    Assert,
     Breakpoint,
     Fill,
     For,
@@ -447,6 +448,10 @@ class _Parser:
             raise self.error(node, f"expected an element access or a region; got "
                                    f"{ast.unparse(node)!r}")
         return e
+
+    def st_Assert(self, n: ast.Assert):
+        msg = "" if n.msg is None else self.literal(n.msg, (str,))
+        return Assert(self.expr(n.test), msg, loc=self.loc(n))
 
     def st_While(self, n: ast.While):
         if n.orelse:

@@ -17,6 +17,7 @@ from tilepy.ir.expr import Buffer, Call, Const, Load, Region, Var, full_region
 from tilepy.ir.ops import Op
 from tilepy.ir.stmt import (
     Alloc,
+    Assert,
     Breakpoint,
     Fill,
     For,
@@ -329,6 +330,10 @@ class _Printer:
         if s.msg:
             args.append(f"msg={s.msg!r}")
         self.emit(d, f"T.print({', '.join(args)})", s.loc)
+
+    def s_Assert(self, s: Assert, d: int) -> None:
+        msg = f", {s.msg!r}" if s.msg else ""
+        self.emit(d, f"assert {format_expr(s.cond)}{msg}", s.loc)
 
     def s_Breakpoint(self, s: Breakpoint, d: int) -> None:
         self.emit(d, "breakpoint()", s.loc)

@@ -202,6 +202,16 @@ class Print(_Stmt):
 
 
 @dataclass(frozen=True)
+class Assert(_Stmt):
+    """`assert cond, msg` on run-time values inside a T.Kernel block: a block where `cond`
+    is false (in any T.Parallel lane) fails the launch with an error naming the block."""
+
+    cond: Expr
+    msg: str = ""
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
 class Breakpoint(_Stmt):
     """`breakpoint()` inside a kernel: the interpreter stops in a debugger with the block's
     buffers in scope; compiled backends ignore it."""
@@ -241,7 +251,7 @@ class Versioned(_Stmt):
 
 
 Stmt = Union[Alloc, Let, Store, Copy, Fill, Gemm, Reduce, Cumsum, AtomicAdd, For, If, While,
-             Print, Breakpoint, Launch, Versioned]
+             Print, Assert, Breakpoint, Launch, Versioned]
 
 TILE_OPS = (Copy, Fill, Gemm, Reduce, Cumsum, AtomicAdd)
 
@@ -266,6 +276,13 @@ class PrimFunc:
     # scalar parameters (`n: T.int32`): (position among the call's inputs, size name);
     # the calling convention only: inside the kernel each is the symbolic size it names
     scalars: tuple[tuple[int, str], ...] = field(default=(), compare=False)
+    # global scratch buffers (`T.alloc_buffer` outside T.Kernel): params after the declared
+    # ones that each call allocates (zeroed) and neither takes nor returns
+    scratch: tuple[int, ...] = field(default=(), compare=False)
+    # `T.make_tensor(P[i], shape, dtype)`: (scratch param, pointer-table param) pairs; each
+    # call stacks the tensors the table's addresses point at into the scratch param, and
+    # writes the ones the kernel writes back to those addresses (tilepy/pointers.py)
+    pointees: tuple[tuple[int, int], ...] = field(default=(), compare=False)
 
     def safe_value(self, name: str) -> float:
         """What an out-of-range load of global buffer `name` gives (0 unless annotated)."""

@@ -16,6 +16,7 @@ from typing import Callable
 from tilepy.ir.expr import Buffer, Load, Region, loads
 from tilepy.ir.stmt import (
     Alloc,
+    Assert,
     AtomicAdd,
     Breakpoint,
     Copy,
@@ -220,6 +221,7 @@ STMTS: dict[type, StmtDef] = {
     If: StmtDef("if", "an if", reads=("cond",)),
     While: StmtDef("while", "a while loop", reads=("cond",)),
     Print: StmtDef("T.print", "T.print", reads=("args",)),
+    Assert: StmtDef("assert", "an assert", reads=("cond",)),
     Breakpoint: StmtDef("breakpoint()", "breakpoint()"),
     Launch: StmtDef("T.Kernel", "a T.Kernel block", reads=("grid",)),
     Versioned: StmtDef("", "a versioned region", reads=("cond",), internal=True),
@@ -343,3 +345,12 @@ def reduce_identity(kind: ReduceKind, dt: DType) -> int | float:
     if dt.has_inf:
         return -math.inf
     return -dt.max_finite if dt.has_sign else dt.min_subnormal
+
+
+ASSERT_HINT = ("the kernel's inputs break its assert; check them before the call, or run "
+               "the kernel in the interpreter to see this block's values")
+
+
+def assert_message(block: str, msg: str) -> str:
+    """The text of a run-time assert that failed in `block` (both backends)."""
+    return f"{block}: assertion failed" + (f": {msg}" if msg else "")

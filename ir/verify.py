@@ -21,6 +21,7 @@ from tilepy.ir.ops import CASTS, Op, result_dtype
 from tilepy.ir.printer import format_access, format_shape
 from tilepy.ir.stmt import (
     Alloc,
+    Assert,
     Breakpoint,
     For,
     If,
@@ -326,6 +327,12 @@ class _Verifier:
                 self.use(a, env, s.loc)
             else:
                 self.expr(a, env, s.loc)
+
+    def s_Assert(self, s: Assert, env: _Env) -> None:
+        if not env.in_launch:
+            self.fail(s.loc, "a run-time assert outside a T.Kernel block",
+                      "asserts on run-time values go inside the T.Kernel body")
+        self.cond(s.cond, env, s.loc, "an assert")
 
     def s_Breakpoint(self, s: Breakpoint, env: _Env) -> None:
         pass

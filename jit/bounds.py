@@ -123,9 +123,10 @@ def _call(c: Call, var) -> tuple[float, float]:
 class Site:
     """One checked access: what it does, to which buffer, and the user's line."""
 
-    what: str  # "read" / "write"
-    buf: Buffer
+    what: str  # "read" / "write", or "assert" (then `buf` is None and `msg` its text)
+    buf: Buffer | None
     loc: object
+    msg: str = ""
 
 
 @dataclass
@@ -136,8 +137,8 @@ class Faults:
     blk: str  # the block function's linear block id
     sites: list[Site] = field(default_factory=list)
 
-    def site(self, what: str, buf: Buffer, loc) -> int:
-        self.sites.append(Site(what, buf, loc))
+    def site(self, what: str, buf: Buffer | None, loc, msg: str = "") -> int:
+        self.sites.append(Site(what, buf, loc, msg))
         return len(self.sites) - 1
 
     def raise_function(self, name: str, grid: list[str]) -> Writer:
@@ -159,6 +160,10 @@ class Faults:
                 file = os.path.abspath(loc.file) if loc is not None and loc.line else ""
                 line, col = (loc.line, loc.col) if loc is not None else (0, 0)
                 w.line(f"if _row[1] == {k}:")
+                if site.what == "assert":
+                    w.line(f"    raise CompiledAssertionError({site.msg!r}, {file!r}, {line}, "
+                           f"{col}, {len(grid)}, {dims}, {row})")
+                    continue
                 w.line(f"    raise CompiledBoundsError({site.what!r}, {site.buf.name!r}, "
                        f"{site.buf.ndim}, {file!r}, {line}, {col}, "
                        f"{len(grid)}, {dims}, {row})")

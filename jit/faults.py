@@ -11,7 +11,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from tilepy.ir.errors import HINT_OOB, Loc, OutOfBoundsError
+from tilepy.ir.errors import HINT_OOB, KernelAssertionError, Loc, OutOfBoundsError
+from tilepy.ir.tileops import ASSERT_HINT, assert_message
 
 FAULT_COLS = 11  # block + 1, site, dimension, index (4), the buffer's shape (4)
 MAX_CHECKED_RANK = 4
@@ -166,6 +167,25 @@ def _first_fault(flt):
     return best
 
 
+def _block_text(ngrid, g0, g1, g2, blk1) -> str:
+    """`block 3` / `block (1, 2)` for the 1-based linear block id of a fault row."""
+    blk, coords = int(blk1) - 1, []
+    for g in (int(g0), int(g1), int(g2))[:ngrid]:
+        coords.append(blk % g)
+        blk //= g
+    return (f"block {coords[0]}" if len(coords) == 1
+            else f"block ({', '.join(str(c) for c in coords)})")
+
+
+class CompiledAssertionError(KernelAssertionError):
+    """A run-time `assert` that failed in JIT-compiled code (raised after the launch from
+    the fault record, for the lowest failing block; the interpreter's message)."""
+
+    def __init__(self, msg, file, line, col, ngrid, g0, g1, g2, blk1, *_row):
+        super().__init__(assert_message(_block_text(ngrid, g0, g1, g2, blk1), msg),
+                         loc=Loc(file, line, col) if line else None, hint=ASSERT_HINT)
+
+
 class CompiledBoundsError(OutOfBoundsError):
     """An access outside a buffer in JIT-compiled code (raised after the launch from the
     fault record; the message and hint have the interpreter's form)."""
@@ -199,7 +219,8 @@ HELPERS = {f.__name__: f for f in (
 
 def py_helpers() -> dict:
     """The helpers for the py tier (plain Python; one fault row)."""
-    return {**HELPERS, "CompiledBoundsError": CompiledBoundsError}
+    return {**HELPERS, "CompiledBoundsError": CompiledBoundsError,
+            "CompiledAssertionError": CompiledAssertionError}
 
 
 @lru_cache(maxsize=None)
@@ -218,4 +239,5 @@ def numba_helpers() -> dict:
            for name, fn in HELPERS.items()}
     out["_fault_rows"] = numba.njit(lambda: rows)
     g.update(out)
-    return {**out, "CompiledBoundsError": CompiledBoundsError}
+    return {**out, "CompiledBoundsError": CompiledBoundsError,
+            "CompiledAssertionError": CompiledAssertionError}

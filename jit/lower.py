@@ -14,6 +14,7 @@ from tilepy.ir.errors import LoweringError
 from tilepy.ir.expr import Buffer, Const, Region
 from tilepy.ir.stmt import (
     Alloc,
+    Assert,
     AtomicAdd,
     Breakpoint,
     Copy,
@@ -346,6 +347,16 @@ def _print(em: Emitter, w: Writer, s: Print) -> None:
         w.line(f"print({arr})")
 
 
+def _assert(em: Emitter, w: Writer, s: Assert) -> None:
+    """A failing block records a fault (prange workers cannot raise); the launch raises
+    CompiledAssertionError for the lowest failing block after its blocks ran."""
+    if not isinstance(em, CheckedEmitter) or em.faults is None:
+        raise LoweringError("a run-time assert outside a T.Kernel block", loc=s.loc)
+    site = em.faults.site("assert", None, s.loc, s.msg)
+    w.line(f"if not ({em.expr(s.cond)}):")
+    w.line(f"    _fault({em.faults.flt}, {em.faults.blk}, {site}, 0, 0, 0, 0, 1, 1, 1, 1)")
+
+
 def _breakpoint(em: Emitter, w: Writer, s: Breakpoint) -> None:
     # the py tier stops here in pdb (the block's buffers and indices are locals); the
     # numba tier refuses such kernels before compiling (compiler.py)
@@ -354,4 +365,5 @@ def _breakpoint(em: Emitter, w: Writer, s: Breakpoint) -> None:
 
 
 _STMT = {Launch: _launch, Alloc: _alloc, Let: _let, Store: _store, For: _for, If: _if,
-         While: _while, Print: _print, Breakpoint: _breakpoint, Versioned: _versioned}
+         While: _while, Print: _print, Breakpoint: _breakpoint, Versioned: _versioned,
+         Assert: _assert}

@@ -25,6 +25,7 @@ SURFACE_RULES = ("front-end binding (tilepy/language.py)", "docs/language.md ent
 # kinds the parser reads from Python syntax rather than from a `T.<name>(...)` call
 SYNTAX = {S.Alloc: "st_Assign", S.Let: "st_Assign", S.Store: "st_Assign", S.For: "st_For",
           S.If: "st_If", S.While: "st_While", S.Launch: "st_With", S.Breakpoint: "st_Expr",
+          S.Assert: "st_Assert",
           S.Versioned: "versioned"}
 
 

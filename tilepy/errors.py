@@ -15,6 +15,7 @@ from __future__ import annotations
 from tilepy.ir.errors import (  # noqa: F401  (re-exported)
     HINT_OOB,
     ArgumentError,
+    KernelAssertionError,
     KernelRuntimeError,
     LoweringError,
     OutOfBoundsError,
@@ -45,10 +46,6 @@ class ValidationError(TilepyError):
 class MismatchError(TilepyError, AssertionError):
     """`tilepy.testing.assert_matches`: an output that fails validation (pytest shows the
     report: which elements, by how much, against which bound, which model fits better)."""
-
-
-class KernelAssertionError(TilepyError):
-    """An `assert` in a kernel that failed while the kernel was built."""
 
 
 class NotPortableError(TilepyError):

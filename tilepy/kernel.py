@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+from tilepy import pointers
 from tilepy.backend import run
 from tilepy.boundary import api_boundary, is_internal
 from tilepy.compat.torch_bridge import from_torch, unpack_int4
@@ -55,7 +56,7 @@ class Kernel:
     def __init__(self, func: PrimFunc, out_idx=()):
         verify(func)  # a front-end bug must never reach a backend
         check_built(func)  # block and tile sizes no launch can run
-        n = len(func.params)
+        n = len(func.params) - len(func.scratch)  # out_idx counts the declared params
         idx = out_idx if isinstance(out_idx, (list, tuple)) else [out_idx]
         self.func = func.__class__(**{**func.__dict__, "out_idx": tuple(
             sorted(i % n for i in idx)) if idx else func.out_idx})
@@ -91,7 +92,8 @@ class Kernel:
     def __repr__(self) -> str:
         grids = [s for s in self.func.body if isinstance(s, Launch)]
         grid = ", ".join(_fmt(g) for g in grids[0].grid) if grids else ""
-        ins = [_sig(b) for i, b in enumerate(self.func.params) if i not in self.out_idx]
+        ins = [_sig(b) for i, b in enumerate(self.func.params)
+               if i not in self.out_idx and i not in self.func.scratch]
         outs = [_sig(self.func.params[i]) for i in self.out_idx]
         arrow = f" -> {', '.join(outs)}" if outs else ""
         return f"<Kernel {self.name} grid=({grid}) {' '.join(ins)}{arrow}>"
@@ -102,8 +104,11 @@ class Kernel:
     @api_boundary
     def __call__(self, *args):
         args, back = from_torch(args)  # torch tensors in and out (compat/torch_bridge.py)
-        arrays, sizes = bind_arguments(self.func, args, _caller_loc())
+        loc = _caller_loc()
+        arrays, sizes = bind_arguments(self.func, args, loc)
+        write_back = pointers.fill(self.func, arrays, loc)  # T.make_tensor's address tables
         run(self.func, arrays, sizes)
+        write_back()
         outs = [arrays[self.func.params[i].name] for i in self.out_idx]
         if not outs:
             return None
@@ -157,7 +162,8 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
     """Check `args` against the signature; returns (arrays by name, sizes by name)."""
     sizes: dict[str, int] = {}
     args = bind_scalars(func, args, sizes, loc)
-    inputs = [b for i, b in enumerate(func.params) if i not in func.out_idx]
+    inputs = [b for i, b in enumerate(func.params)
+              if i not in func.out_idx and i not in func.scratch]
     if len(args) != len(inputs):
         names = ", ".join(b.name for b in inputs)
         raise ArgumentError(f"{func.name} takes {len(inputs)} array(s) ({names}); got "
@@ -174,7 +180,7 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
         arrays[buf.name] = _check_array(func, buf, arr, sizes, loc, buf.name in written)
     _bind_derived(func, inputs, args, sizes, loc)
     check_call(func, sizes, eval_index)
-    for i in func.out_idx:
+    for i in func.out_idx + func.scratch:  # outputs, and scratch buffers (never returned)
         buf = func.params[i]
         arrays[buf.name] = np.zeros(_output_shape(func, buf, sizes, loc), buf.dtype.np_dtype)
     return arrays, sizes

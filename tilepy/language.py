@@ -85,6 +85,7 @@ float_ = dtype("float32")
 globals()["float"] = dtype("float32")  # TileLang's T.float, T.int, T.bool
 globals()["int"] = dtype("int32")
 globals()["bool"] = dtype("bool")
+ptr = dtype("int64")  # T.ptr: a table of addresses (tensor.data_ptr()), for T.make_tensor
 
 
 def _builtins(names: str, python: dict[str, Callable[..., Any]] | None = None) -> None:
@@ -108,8 +109,8 @@ _builtins("annotate_safe_value " + " ".join(_HINTS))
 
 # other spellings of tilepy's names, and GPU-only features (refused: not portable)
 _builtins("Cast", {"Cast": _cast_literal})
-_builtins("clamp alloc_buffer atomic_addx2 atomic_addx4 reshape view alloc_global "
-          "im2col c2d_im2col gemm_v1 gemm_v2 "
+_builtins("clamp alloc_buffer make_tensor sync_grid atomic_addx2 atomic_addx4 reshape view "
+          "alloc_global im2col c2d_im2col gemm_v1 gemm_v2 "
           + " ".join(_NOT_PORTABLE))
 # thread-level (SIMT) programming: thread indices, barriers, warp shuffles, allreduce
 _builtins(" ".join(_SIMT) + " vectorized")

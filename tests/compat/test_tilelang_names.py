@@ -136,3 +136,82 @@ def test_a_jit_function_may_return_another_kernels_prim_func(tl):
     # the tuner keeps whichever config ran faster: the kernel is that config's
     assert k.config in ({"factor": 3.0}, {"factor": 5.0}) and k.latency > 0
     assert np.array_equal(np.asarray(y), np.arange(4, dtype=np.float32) * k.config["factor"])
+
+
+def test_vectorized_loops_conv_template_and_a_missing_name_that_says_so(tl):
+    import tilelang.language as T
+    from tilelang.carver.template import ConvTemplate
+
+    from tilepy.errors import TileSyntaxError
+
+    @T.prim_func
+    def scale(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(2) as bx:
+            for v in T.vectorized(4):
+                Y[bx * 4 + v] = X[bx * 4 + v] * 3
+
+    y = np.zeros(8, np.float32)
+    with tilepy.backend("interp"):
+        scale(np.arange(8, dtype=np.float32), y)
+    assert y.tolist() == [3.0 * v for v in range(8)]
+    with pytest.raises(NotPortableError, match="GPU tile recommender"):
+        ConvTemplate(N=1, C=8, H=4, W=4, F=8, K=3, S=1, D=1, P=1).with_arch(None)
+    with pytest.raises(TileSyntaxError) as e:
+        @T.prim_func
+        def barrier(X: T.Tensor((8,), "float32")):
+            with T.Kernel(2) as bx:
+                T.frobnicate_grid()
+                X[bx] = 1.0
+    assert "T.frobnicate_grid: expected a name of tilelang.language; it has no " \
+           "'frobnicate_grid'" in str(e.value) and "<module" not in str(e.value)
+
+
+def test_device_queries_under_the_cuda_mapping_describe_the_cpu():
+    import types
+
+    from tilepy.compat import cuda_to_cpu
+
+    cuda = types.SimpleNamespace()
+    cuda_to_cpu._queries(cuda)  # what patch() installs on torch.cuda
+    assert cuda.get_device_capability() == cuda.get_device_capability(0) == (8, 0)
+    props = cuda.get_device_properties(0)
+    assert (props.major, props.minor) == (8, 0) and props.total_memory > 0
+    assert props.multi_processor_count == len(os.sched_getaffinity(0))
+    assert cuda.device_count() == 1 and "cpu" in cuda.get_device_name(0)
+
+
+def _ptr_scale(T):
+    @T.prim_func
+    def scale(P: T.Tensor((3,), T.ptr), F: T.Tensor((3,), "float32")):
+        with T.Kernel(3) as g:
+            x = T.make_tensor(P[g], (2, 4), "float32")  # group g's own tensor
+            tile = T.alloc_fragment((2, 4), "float32")
+            T.copy(x[0, 0], tile)
+            for i, j in T.Parallel(2, 4):
+                x[i, j] = tile[i, j] * F[g] + x[1, 3] * 0
+
+    return scale
+
+
+def test_make_tensor_reads_and_writes_the_tensors_a_pointer_table_names(tl):
+    import tilelang.language as T
+
+    groups = [np.arange(8, dtype=np.float32).reshape(2, 4) + 10 * g for g in range(3)]
+    before = [g.copy() for g in groups]
+    table = np.array([g.ctypes.data for g in groups], np.int64)
+    with tilepy.backend("interp"):
+        _ptr_scale(T)(table, np.array([1.0, 2.0, -1.0], np.float32))
+    for g, (got, was) in enumerate(zip(groups, before)):
+        assert np.array_equal(got, was * [1.0, 2.0, -1.0][g]), g
+
+
+def test_a_pointer_table_with_a_bad_address_is_an_argument_error(tl):
+    import tilelang.language as T
+
+    from tilepy.errors import ArgumentError
+
+    ok = np.zeros((2, 4), np.float32)
+    table = np.array([ok.ctypes.data, 16, ok.ctypes.data], np.int64)
+    with tilepy.backend("interp"), pytest.raises(ArgumentError, match=r"P\[1\]: expected "
+                                                 r"the address of 32 writable bytes"):
+        _ptr_scale(T)(table, np.ones(3, np.float32))

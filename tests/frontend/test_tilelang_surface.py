@@ -71,12 +71,13 @@ def test_build_time_assert_fails_at_its_line_with_the_message():
     assert info.value.loc.line == clamp_kernel.__code__.co_firstlineno + 3
 
 
-def test_runtime_assert_and_gpu_only_features_are_refused_clearly():
-    with pytest.raises(TileSyntaxError, match="assert on a runtime value"):
+def test_runtime_assert_outside_a_launch_and_gpu_only_features_are_refused_clearly():
+    with pytest.raises(TileSyntaxError, match="assert on a runtime value outside T.Kernel"):
         @T.prim_func
         def k(X: T.Tensor((8,), "float32")):
+            assert X[0] > 0
             with T.Kernel(1) as bx:
-                assert X[bx] > 0
+                X[bx] = 1.0
 
     with pytest.raises(NotPortableError, match=r"not portable to the CPU reference: "
                        r"mbarriers \(T.alloc_barrier\)") as info:
@@ -199,7 +200,8 @@ def test_reshape_re_views_storage_and_alloc_global_says_what_to_do():
     with tilepy.backend("interp"):
         flat_copy(x, y)
     assert (y == x.reshape(-1) * 2).all()
-    with pytest.raises(TileSyntaxError, match="pass the scratch buffer as a kernel argument"):
+    with pytest.raises(TileSyntaxError, match="T.alloc_global inside T.Kernel: expected it "
+                                              "before the launch"):
         @T.prim_func
         def scratch(X: T.Tensor((4,), "float32")):
             with T.Kernel(1) as _:
@@ -247,3 +249,105 @@ def test_gemm_v2_is_gemm_and_ignores_its_gpu_options():
         mm(a, a, c)
     assert np.allclose(c, a @ a.T, rtol=1e-6) and "T.gemm(A, B, c, transpose_B=True" in str(
         mm.ir)
+
+
+def test_bitwise_operators_on_conditions_are_the_logical_ones():
+    @T.prim_func
+    def pick(M: T.Tensor((8,), "uint8"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as _:
+            for j in T.Parallel(8):
+                Y[j] = T.if_then_else((M[j] != 0) & (j < 6) | (j == 7) ^ (M[j] == 5), 1.0, 0.0)
+
+    m = np.array([1, 0, 1, 5, 1, 1, 1, 0], np.uint8)
+    y = np.zeros(8, np.float32)
+    with tilepy.backend("interp"):
+        pick(m, y)
+    want = [((m[j] != 0) and j < 6) or ((j == 7) != (m[j] == 5)) for j in range(8)]
+    assert y.tolist() == [float(w) for w in want] == [1, 0, 1, 1, 1, 1, 0, 1]
+
+
+@tilepy.jit(out_idx=[-1])
+def _split_sum(n, parts):
+    @T.prim_func
+    def k(X: T.Tensor((parts, n), "float32"), Y: T.Tensor((n,), "float32")):
+        partial = T.alloc_buffer([parts, n], "float32")  # global scratch: per call, shared
+        with T.Kernel(parts) as p:
+            for i in T.Parallel(n):
+                partial[p, i] = X[p, i] * 2
+        with T.Kernel(1) as _:
+            acc = T.alloc_fragment((n,), "float32")
+            T.clear(acc)
+            for q in T.serial(parts):
+                for i in T.Parallel(n):
+                    acc[i] += partial[q, i]
+            T.copy(acc, Y)
+
+    return k
+
+
+@pytest.mark.parametrize("backend", ["interp", "jit"])
+def test_a_global_scratch_buffer_outside_the_launches_is_allocated_per_call(backend):
+    kern = _split_sum(8, 3)
+    assert "-> Y:float32[8]>" in repr(kern) and "partial" not in repr(kern).split("->")[0]
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    with tilepy.backend(backend):
+        y = kern(x)
+        assert np.array_equal(y, 2 * x.sum(0)) and np.array_equal(kern(x), y)
+
+
+def test_alloc_global_and_a_scratch_scope_that_is_not_global():
+    @T.prim_func
+    def twice(X: T.Tensor((4,), "float32"), Y: T.Tensor((4,), "float32")):
+        tmp = T.alloc_global((4,), "float32")
+        with T.Kernel(1) as _:
+            for i in T.Parallel(4):
+                tmp[i] = X[i] + 1
+        with T.Kernel(1) as _:
+            for i in T.Parallel(4):
+                Y[i] = tmp[i] * 2
+
+    y = np.zeros(4, np.float32)
+    with tilepy.backend("interp"):
+        twice(np.arange(4, dtype=np.float32), y)
+    assert y.tolist() == [2.0, 4.0, 6.0, 8.0]
+    with pytest.raises(tilepy.TilepyError, match="outside T.Kernel: expected a global buffer"):
+        @T.prim_func
+        def shared_outside(X: T.Tensor((4,), "float32")):
+            s = T.alloc_buffer((4,), "float32", scope="shared")
+            with T.Kernel(1) as _:
+                X[0] = s[0]
+
+
+def test_sync_grid_lets_every_block_see_what_all_blocks_wrote_before_it():
+    @T.prim_func
+    def rotate(X: T.Tensor((4,), "float32"), Y: T.Tensor((4,), "float32")):
+        with T.Kernel(4) as b:
+            t = T.alloc_local((1,), "float32")
+            t[0] = X[b] * 10
+            Y[b] = t[0]
+            T.sync_grid()  # every block's Y[b] is written before any block goes on
+            t[0] = Y[(b + 1) % 4]
+            X[b] = t[0] + b
+
+    x = np.arange(4, dtype=np.float32)
+    y = np.zeros(4, np.float32)
+    with tilepy.backend("interp"):
+        rotate(x, y)
+    assert x.tolist() == [10.0, 21.0, 32.0, 3.0] and y.tolist() == [0, 10, 20, 30]
+    assert str(rotate.ir).count("with T.Kernel") == 2
+
+    with pytest.raises(TileSyntaxError, match="t would have to"):
+        @T.prim_func
+        def carried(X: T.Tensor((4,), "float32")):
+            with T.Kernel(4) as b:
+                t = T.alloc_local((1,), "float32")
+                t[0] = X[b]
+                T.sync_grid()
+                X[b] = t[0] + 1
+    with pytest.raises(TileSyntaxError, match="got one inside a loop or a branch"):
+        @T.prim_func
+        def nested(X: T.Tensor((4,), "float32")):
+            with T.Kernel(4) as b:
+                for _ in T.serial(2):
+                    T.sync_grid()
+                X[b] = 0.0

@@ -56,6 +56,7 @@ CASES = {
     S.Versioned: (S.Versioned(Load(C, (_c(0), _c(0))), ((A, B),), (S.Store(D, (i, i), x),),
                               (), "test"), ["C"], []),
     S.Print: (S.Print("m", (A, x)), ["A", "B", "I"], []),
+    S.Assert: (S.Assert(Load(C, (_c(0), at)), "m"), ["C", "I"], []),
     S.Breakpoint: (S.Breakpoint(), [], []),
     S.Launch: (S.Launch((Load(I, (_c(0),)),), (Var("bx"),), (128,),
                         (S.Store(D, (i, i), x),)), ["I"], []),

@@ -1,13 +1,17 @@
 """The opt-in mapping of CUDA tensor creation to the CPU, for programs written for a GPU:
 torch factories given `device="cuda"`, `Tensor.cuda()` and `Tensor.to("cuda")` give CPU
 tensors, and `torch.cuda.synchronize`, seeding and timing events do what they mean on the
-CPU. Changes
+CPU. Device queries describe the CPU as a compute-capability 8.0 device (no Hopper-only
+features, so a program picks its portable configuration) with one multiprocessor per
+usable core. Changes
 torch's module state for the process; nothing else.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import types
 
 _FACTORIES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange",
               "tensor", "empty_like", "zeros_like", "ones_like", "full_like", "rand_like",
@@ -65,6 +69,24 @@ class CpuEvent:
         return True
 
 
+CAPABILITY = (8, 0)  # what device queries report: a GPU without Hopper-only features
+
+
+def _properties(device=None) -> types.SimpleNamespace:
+    """`torch.cuda.get_device_properties`: the CPU seen as a device."""
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return types.SimpleNamespace(
+        name="cpu (tilepy --cuda-to-cpu)", major=CAPABILITY[0], minor=CAPABILITY[1],
+        multi_processor_count=len(os.sched_getaffinity(0)), total_memory=pages)
+
+
+def _queries(cuda) -> None:
+    cuda.get_device_capability = lambda device=None: CAPABILITY
+    cuda.get_device_properties = _properties
+    cuda.get_device_name = lambda device=None: _properties().name
+    cuda.device_count = lambda: 1
+
+
 def patch() -> None:
     """Apply the mapping (once per process)."""
     global _done
@@ -94,4 +116,5 @@ def patch() -> None:
     torch.cuda.set_device = lambda *a, **k: None
     torch.cuda.empty_cache = lambda: None
     torch.cuda.Event = CpuEvent
+    _queries(torch.cuda)
     _done = True

@@ -27,7 +27,10 @@ HINTS = ("use_swizzle", "annotate_layout", "annotate_l2_hit_ratio", "no_set_max_
 def func_attrs(tr) -> dict:
     """The PrimFunc keyword arguments the translator's annotations give."""
     return {"safe_values": tuple(getattr(tr, "safe_values", {}).items()),
-            "hints": tuple(getattr(tr, "hints", ()))}
+            "hints": tuple(getattr(tr, "hints", ())),
+            "scratch": tuple(tr.params.index(b) for b in getattr(tr, "scratch", ())),
+            "pointees": tuple((tr.params.index(h), tr.params.index(t))
+                              for h, t in getattr(tr, "pointees", {}).values())}
 
 
 def add_hint(tr, text: str) -> None:

@@ -78,7 +78,8 @@ def translate_eager(fn, static: dict, consts: dict | None = None) -> PrimFunc:
     for name, value in static.items():
         tr.bind(name, value)
     body = tr.function(fn.__name__, [])
-    inputs = [b for b in tr.params if b not in tr.outputs]
+    scratch = list(getattr(tr, "scratch", ()))
+    inputs = [b for b in tr.params if b not in tr.outputs and b not in scratch]
     order = {name: i for i, name in enumerate(tensors)}
     inputs.sort(key=lambda b: order.get(b.name, len(order)))
     missing = [t for t in tensors if t not in {b.name for b in inputs}]
@@ -86,10 +87,11 @@ def translate_eager(fn, static: dict, consts: dict | None = None) -> PrimFunc:
         raise TileSyntaxError(f"{fn.__name__}: parameter {missing[0]!r} is not declared",
                               src.loc(src.fn_def))
     outputs = _returned_outputs(tr.returned, tr.outputs)
-    params = tuple(inputs) + tuple(outputs)
-    out_idx = tuple(range(len(inputs), len(params)))
+    params = tuple(inputs) + tuple(outputs) + tuple(scratch)
+    out_idx = tuple(range(len(inputs), len(params) - len(scratch)))
+    attrs = {**func_attrs(tr), "scratch": tuple(range(len(params) - len(scratch), len(params)))}
     return PrimFunc(fn.__name__, params, tuple(tr.sizes.values()), body, out_idx,
-                    src.loc(src.fn_def), **func_attrs(tr))
+                    src.loc(src.fn_def), **attrs)
 
 
 def _returned_outputs(returned, outputs: list[Buffer]) -> list[Buffer]:

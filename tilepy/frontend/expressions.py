@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import types
 
 from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import exprs
@@ -17,7 +18,7 @@ from tilepy.frontend.dtypes import as_format, dtype
 from tilepy.frontend.macro import inline_macro
 from tilepy.frontend.surface import SizeExpr, SymbolicSize
 from tilepy.frontend.traced import Traced
-from tilepy.frontend.values import DataRef, StartPoint, describe
+from tilepy.frontend.values import DataRef, PointeeView, StartPoint, describe
 from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import Op
 from tilepy.ir.printer import format_expr
@@ -100,6 +101,8 @@ class ExpressionMixin:
         try:
             return getattr(base, node.attr)
         except AttributeError:
+            if isinstance(base, types.ModuleType):
+                raise _missing_name(node, base, loc) from None
             raise TileSyntaxError(f"{describe(base)} has no attribute {node.attr!r}",
                                   loc) from None
 
@@ -198,19 +201,22 @@ class ExpressionMixin:
         loc = self.loc(node)
         if isinstance(base, Buffer):
             return self.buffer_subscript(base, node.slice, loc)
+        if isinstance(base, PointeeView):
+            return self.buffer_subscript(base.buffer, node.slice, loc, (base.index,))
         index = self.expr(node.slice)
         if exprs.is_ir(index):
             raise TileTypeError(f"cannot index {describe(base)} with a runtime value", loc)
         return self.build_time(lambda: base[index], loc)
 
-    def buffer_subscript(self, buf: Buffer, index_node: ast.expr, loc: Loc):
-        """`buf[...]`: a Load for scalar indices, a Region when any index is a slice."""
+    def buffer_subscript(self, buf: Buffer, index_node: ast.expr, loc: Loc, prefix=()):
+        """`buf[...]`: a Load for scalar indices, a Region when any index is a slice;
+        `prefix`: leading indices already chosen (a T.make_tensor view's table entry)."""
         items = index_node.elts if isinstance(index_node, ast.Tuple) else [index_node]
         if buf.scope is Scope.VAR:
             if len(items) == 1 and self.expr(items[0]) == 0:
                 return Load(buf, ())
             raise TileTypeError(f"{buf.name} is a scalar variable: index it with [0]", loc)
-        flat = []
+        flat = list(prefix)
         for it in items:
             v = it if isinstance(it, ast.Slice) else self.expr(it)
             flat.extend(v if isinstance(v, tuple) else (v,))
@@ -243,13 +249,19 @@ class ExpressionMixin:
     def operand(self, node: ast.expr):
         """A tile-op operand: a whole buffer, a slice region, or a start point."""
         if isinstance(node, ast.Subscript):
-            base = self.value(node.value)
+            base, prefix = self.value(node.value), ()
+            if isinstance(base, PointeeView):
+                base, prefix = base.buffer, (base.index,)
             if isinstance(base, Buffer):
-                v = self.buffer_subscript(base, node.slice, self.loc(node))
+                v = self.buffer_subscript(base, node.slice, self.loc(node), prefix)
                 if isinstance(v, Load):
                     return StartPoint(base, v.indices)
                 return v
-        return self.value(node)
+        v = self.value(node)
+        if isinstance(v, PointeeView):  # the whole pointee: its entry of the stacked buffer
+            return self.slice_region(v.buffer, [v.index] + [ast.Slice()] * (v.buffer.ndim - 1),
+                                     self.loc(node))
+        return v
 
     def shape_text(self, buf: Buffer) -> str:
         return "(" + ", ".join(format_expr(s) for s in buf.shape) + ")"
@@ -284,3 +296,13 @@ class ExpressionMixin:
             raise
         except Exception as err:  # noqa: BLE001 - any user error becomes a located one
             raise TileSyntaxError(f"{type(err).__name__}: {err}", loc) from None
+
+
+def _missing_name(node: ast.Attribute, module: types.ModuleType, loc: Loc) -> TileSyntaxError:
+    """`T.sync_grid` where the module (the tile language, tvm.tir...) lacks the name."""
+    spelled = f"{ast.unparse(node.value)}.{node.attr}"
+    return TileSyntaxError(
+        f"{spelled}: expected a name of {module.__name__.removeprefix('tilepy.compat.')}; "
+        f"it has no {node.attr!r}", loc,
+        hint="tilepy has TileLang's portable names (docs/language.md, \"TileLang's "
+             "spellings\"); this one is not among them yet")

@@ -90,6 +90,9 @@ def unify(a, b, loc: Loc) -> tuple[Expr, Expr]:
     return a, b
 
 
+_BOOL_BITWISE = {Op.BITAND: Op.AND, Op.BITOR: Op.OR, Op.BITXOR: Op.NE}
+
+
 def call(op: Op, args: list, loc: Loc) -> Expr:
     """`op(*args)` typed by the op table; binary operands are unified first."""
     if op in CASTS:
@@ -97,6 +100,8 @@ def call(op: Op, args: list, loc: Loc) -> Expr:
     if len(args) == 2:
         a, b = unify(args[0], args[1], loc)
         irargs: tuple[Expr, ...] = (a, b)
+        if op in _BOOL_BITWISE and a.dtype.is_bool and b.dtype.is_bool:
+            op = _BOOL_BITWISE[op]  # TVM's `m & (j < n)` on bools: the logical operator
     elif len(args) == 3:  # select(cond, a, b)
         a, b = unify(args[1], args[2], loc)
         irargs = (to_ir(args[0], loc, like=types.bool_), a, b)

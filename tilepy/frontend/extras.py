@@ -6,16 +6,16 @@ clear NotPortableError at the user's line. Emits IR only through builtins' handl
 from __future__ import annotations
 
 from tilepy.errors import Loc, NotPortableError, TileSyntaxError, TileTypeError
-from tilepy.frontend import builtins, exprs
+from tilepy.frontend import builtins, exprs, gridsync
 from tilepy.frontend.builtins import _ALLOC, Args, _alloc, _cast
 from tilepy.frontend.im2col import im2col
 from tilepy.frontend.macro import inline_macro
 from tilepy.frontend.surface import TensorSpec
-from tilepy.frontend.values import DataRef, StartPoint, describe
+from tilepy.frontend.values import DataRef, PointeeView, StartPoint, describe
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Region
 from tilepy.ir.ops import Op
-from tilepy.ir.types import int32
+from tilepy.ir.types import Scope, int32
 
 # feature names as TileLang spells them -> what they are (for the message)
 NOT_PORTABLE = {
@@ -57,7 +57,54 @@ def _cast_tvm(tr, node, loc: Loc, name: str):
     return _cast(tr, node, loc, "cast")
 
 
+def _scratch(tr, node, loc: Loc, name: str):
+    """`T.alloc_buffer(shape, dtype)` / `T.alloc_global` outside T.Kernel: a global scratch
+    buffer (e.g. split-K partial sums) that every call allocates, zeroed, and that the
+    kernel's launches share; the caller neither passes nor gets it."""
+    a = Args(tr, node, ["shape", "dtype", "scope"], loc, f"T.{name}")
+    scope = a.const("scope", "global")
+    if str(scope) != "global":
+        raise TileTypeError(f"T.{name} outside T.Kernel: expected a global buffer; got scope "
+                            f"{scope!r}", loc, hint="allocate shared and fragment buffers "
+                                                    "inside the `with T.Kernel(...)` block")
+    shape = builtins._shape(tr, a.value("shape"), loc)
+    dt = builtins._dtype_arg(a.value("dtype", "float32"), loc)
+    buf = Buffer(tr.fresh_name(), shape, dt, Scope.GLOBAL)
+    tr.params.append(buf)
+    tr.__dict__.setdefault("scratch", []).append(buf)
+    return buf
+
+
+def _make_tensor(tr, node, loc: Loc, name: str):
+    """`T.make_tensor(P[i], shape, dtype)`, P a table of addresses (`T.Tensor([n], T.ptr)`):
+    a view of one stacked global buffer (P's length x shape) that each call fills from the
+    tensors the addresses point at, so the kernel runs on ordinary global memory."""
+    a = Args(tr, node, ["ptr", "shape", "dtype"], loc, "T.make_tensor")
+    ptr = a.value("ptr")
+    table = ptr.buffer if isinstance(ptr, Load) else None
+    if (table is None or table not in tr.params or table.ndim != 1
+            or table.dtype.name not in ("int64", "uint64")):
+        raise TileTypeError(f"T.make_tensor: expected an element of a kernel argument that "
+                            f"holds addresses (T.Tensor([n], T.ptr)); got {describe(ptr)}",
+                            loc, hint="pass a table of tensor.data_ptr() values as T.ptr")
+    shape = builtins._shape(tr, a.value("shape"), loc)
+    if not all(isinstance(s, Const) for s in shape):
+        raise TileTypeError("T.make_tensor needs a shape known when the kernel is built", loc)
+    dt = builtins._dtype_arg(a.value("dtype", "float32"), loc)
+    views = tr.__dict__.setdefault("pointees", {})
+    key = (table.name, tuple(int(s.value) for s in shape), dt.name)
+    if key not in views:
+        buf = Buffer(tr.unique(f"{table.name}_{dt.name}"), (table.shape[0],) + shape, dt,
+                     Scope.GLOBAL)
+        tr.params.append(buf)
+        tr.__dict__.setdefault("scratch", []).append(buf)
+        views[key] = (buf, table)
+    return PointeeView(views[key][0], ptr.indices[0])
+
+
 def _alloc_buffer(tr, node, loc: Loc, name: str):
+    if not tr.in_kernel:
+        return _scratch(tr, node, loc, name)
     a = Args(tr, node, ["shape", "dtype", "scope"], loc, "T.alloc_buffer")
     scope = a.const("scope", "shared")
     kind = _SCOPES.get(str(scope))
@@ -82,7 +129,8 @@ def _block_binding(tr, node, loc: Loc, name: str):
 
 
 HANDLERS = {"get_block_binding": _block_binding, "clamp": _clamp, "Cast": _cast_tvm,
-            "alloc_buffer": _alloc_buffer}
+            "alloc_buffer": _alloc_buffer, "make_tensor": _make_tensor}
+HANDLERS["sync_grid"] = gridsync.sync_grid
 HANDLERS.update({n: _not_portable for n in NOT_PORTABLE})
 builtins.HANDLERS.update(HANDLERS)
 
@@ -131,9 +179,11 @@ def _reshape(tr, node, loc: Loc, name: str):
 
 
 def _alloc_global(tr, node, loc: Loc, name: str):
-    raise TileSyntaxError("T.alloc_global (a scratch buffer in global memory) is not "
-                          "supported yet", loc,
-                          hint="pass the scratch buffer as a kernel argument (T.Tensor)")
+    if not tr.in_kernel:
+        return _scratch(tr, node, loc, name)
+    raise TileSyntaxError("T.alloc_global inside T.Kernel: expected it before the launch "
+                          "(a global buffer is shared by all blocks)", loc,
+                          hint="move it above `with T.Kernel(...)`")
 
 
 def _im2col(tr, node, loc: Loc, name: str):

@@ -20,7 +20,7 @@ from tilepy.errors import (
     TileSyntaxError,
     TileTypeError,
 )
-from tilepy.frontend import builtins, exprs, simt
+from tilepy.frontend import builtins, exprs, gridsync, simt
 from tilepy.frontend.dtypes import as_format
 from tilepy.frontend.expressions import ExpressionMixin
 from tilepy.frontend.fission import fission
@@ -29,7 +29,7 @@ from tilepy.frontend.persistent import persistent_loop
 from tilepy.frontend.source import Source
 from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec
 from tilepy.frontend.traced import call_traced
-from tilepy.frontend.values import DataRef, Stale, describe
+from tilepy.frontend.values import DataRef, PointeeView, Stale, describe
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Var
 from tilepy.ir.ops import Op
@@ -183,16 +183,12 @@ class Translator(ExpressionMixin):
         self.expr(node.value)
 
     def _s_Assert(self, node):
-        """`assert cond, msg` on build-time values is checked now; on runtime values the
-        kernel cannot stop one block, so it is refused with what to do instead."""
+        """`assert cond, msg` on build-time values is checked now; on run-time values inside
+        a T.Kernel block it becomes a check that fails the launch naming the block."""
         loc = self.loc(node)
         cond = self.expr(node.test)
         if exprs.is_ir(cond):
-            raise TileSyntaxError(
-                "assert on a runtime value: expected a condition known when the kernel is "
-                "built; got one that depends on the data or the block", loc,
-                hint="check sizes and arguments outside the kernel, or guard the access "
-                     "with an `if` (out-of-range global accesses are masked anyway)")
+            return self.runtime_assert(node, cond, loc)
         if not cond:
             msg = self.expr(node.msg) if node.msg is not None else None
             raise KernelAssertionError(
@@ -200,6 +196,25 @@ class Translator(ExpressionMixin):
                 + (f": {msg}" if msg is not None else ""), loc,
                 hint="the kernel's build-time arguments (sizes, tiles, dtypes) do not meet "
                      "its assert")
+
+    def runtime_assert(self, node, cond, loc: Loc) -> None:
+        if not self.in_kernel:
+            raise TileSyntaxError(
+                "assert on a runtime value outside T.Kernel: expected it inside the kernel "
+                "body, or on a value known when the kernel is built", loc,
+                hint="move the assert into the `with T.Kernel(...)` block")
+        if isinstance(node.msg, ast.JoinedStr):  # f-strings: shown as written
+            msg = ast.unparse(node.msg)
+        else:
+            msg = self.expr(node.msg) if node.msg is not None else ""
+        if exprs.is_ir(msg):
+            raise TileTypeError("assert message: expected text known when the kernel is "
+                                "built; got a runtime value", loc,
+                                hint="use a string, or T.print the value before the assert")
+        cond = exprs.to_ir(cond, loc)
+        if not cond.dtype.is_bool:
+            cond = exprs.call(Op.NE, [cond, 0], loc)
+        self.emit(S.Assert(cond, str(msg), loc=loc))
 
     def _s_Return(self, node):
         raise Return(None if node.value is None else self.value(node.value))
@@ -256,6 +271,7 @@ class Translator(ExpressionMixin):
         simt.begin_launch(self, threads, loc)
         self.in_kernel = True
         self.block_vars = bvars  # T.get_block_binding(i)
+        self.launch_depth = len(self.bodies) + 1  # T.sync_grid's level (frontend/gridsync.py)
         self.scopes.append({})
         for n, v in zip(names, bvars):
             self.bind(n, v)
@@ -266,7 +282,8 @@ class Translator(ExpressionMixin):
             self.in_kernel = False
         if self.simt:
             body = fission(self, body, threads, self.thread_vars, loc)
-        self.emit(S.Launch(grid, bvars, threads, body, loc=loc))
+        for part_vars, part in gridsync.split(self, bvars, body):
+            self.emit(S.Launch(grid, part_vars, threads, part, loc=loc))
 
     def target_names(self, target, n: int, loc: Loc) -> list[str]:
         """Names for `as bx` / `as (bx, by)`; missing ones are made up."""
@@ -517,10 +534,12 @@ class Translator(ExpressionMixin):
         return Buffer(self.unique(name), shape, spec.dtype, base.scope, data=base)
 
     def store(self, target: ast.Subscript, value, loc: Loc) -> None:
-        dest = self.value(target.value)
+        dest, prefix = self.value(target.value), ()
+        if isinstance(dest, PointeeView):
+            dest, prefix = dest.buffer, (dest.index,)
         if not isinstance(dest, Buffer):
             raise TileTypeError(f"cannot assign into {describe(dest)}", loc)
-        ref = self.buffer_subscript(dest, target.slice, loc)
+        ref = self.buffer_subscript(dest, target.slice, loc, prefix)
         if not isinstance(ref, Load):
             raise TileSyntaxError("assigning to a slice is not supported", loc,
                                   hint="use T.fill(region, value) or T.copy(src, region)")

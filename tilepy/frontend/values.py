@@ -29,6 +29,15 @@ class DataRef:
     buffer: Buffer
 
 
+@dataclass(frozen=True)
+class PointeeView:
+    """`T.make_tensor(P[i], shape, dtype)`: the tensor that address P[i] points at, seen as
+    `buffer[i, ...]` of a stacked global buffer that each call fills from the addresses."""
+
+    buffer: Buffer
+    index: Expr
+
+
 Operand = Region | StartPoint
 
 

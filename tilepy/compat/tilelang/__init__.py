@@ -19,6 +19,7 @@ from tilepy.compat.tilelang import (  # noqa: F401 - tilelang.language, tilelang
     layout,
     math,
     profiler,
+    quantize,
     testing,
     tileop,
     transform,

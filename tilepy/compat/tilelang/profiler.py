@@ -53,7 +53,7 @@ class Profiler:
     def _inputs(self):
         func = self.kernel.func
         return [make_input(p, self.supply) for i, p in enumerate(func.params)
-                if i not in func.out_idx]
+                if i not in func.out_idx and i not in func.scratch]
 
     def assert_allclose(self, reference_program, input_tensors=None, atol=1e-2, rtol=1e-2,
                         max_mismatched_ratio=0.01, **_ignored) -> None:

@@ -35,3 +35,7 @@ class GeneralReductionTemplate(_Template):
 
 class FlashAttentionTemplate(_Template):
     pass
+
+
+class ConvTemplate(_Template):
+    pass
