@@ -120,9 +120,10 @@ def _winograd_row(N, H, W, C, F, m, shape) -> dict:
     e = _mode(lambda: (exact.filters(w), exact(x))[1], False)
     check = f"fast {_check(case, f())}; exact {_check(case, e())}"
     t = _times({"fast": f, "exact": e, "peer": _mode(lambda: direct(x, w), True)})
-    return dict(kernel=f"winograd F({m}x{m},3x3) NHWC {shape}", check=check, fast=t["fast"],
-                exact=t["exact"], peer=t["peer"], peer_name="tilepy conv2d direct, fast",
-                goal=">= 1.5x peer", note="filter transform included")
+    return dict(kernel=f"winograd F({m}x{m},3x3) fused NHWC {shape}", check=check,
+                fast=t["fast"], exact=t["exact"], peer=t["peer"],
+                peer_name="tilepy conv2d direct, fast", goal=">= 1.5x peer",
+                note="filter transform included")
 
 
 def _strassen_row(n: int, levels: int) -> dict:
