@@ -1,13 +1,14 @@
 """Winograd F(2x2,3x3) and F(4x4,3x3) (tilepy/kernels/winograd.py): within the bound
 checks.winograd_case derives, on many data in the interpreter, and on the JIT (exact: the
-interpreter's bits; fast: the bound). The transforms themselves match float64 matrices."""
+interpreter's bits; fast: the bound). The transforms themselves match float64 matrices;
+the fused kernel gives the staged kernels' bits."""
 
 import numpy as np
 import pytest
 
 import tilepy
 from tilepy.kernels import checks
-from tilepy.kernels.winograd import MATRICES, Winograd, winograd_filter
+from tilepy.kernels.winograd import MATRICES, Winograd, fused_block, winograd_filter
 
 SHAPES = [(2, 7, 9, 5, 6), (1, 8, 8, 3, 70), (1, 4, 5, 66, 2)]
 
@@ -47,6 +48,31 @@ def test_filter_transform_matches_float64(m):
     assert (np.abs(u - ref) <= checks.gamma(8) * mag).all()
 
 
+@pytest.mark.parametrize("m", [2, 4])
+def test_fused_gives_the_staged_bits(m):
+    # same expressions in the same order, whatever the block: 3 tiles per block leaves a
+    # partial last block, and F = 70 > 64 filters one block of filters
+    rng = np.random.default_rng(10 + m)
+    for (N, H, W, C, F), bp in zip(SHAPES, (3, 0, 4)):
+        x = rng.standard_normal((N, H, W, C)).astype(np.float32)
+        w = rng.standard_normal((3, 3, C, F)).astype(np.float32)
+        with tilepy.backend("interp"):
+            outs = []
+            for fused in (False, True):
+                wg = Winograd(N, H, W, C, F, m, fused=fused, block_P=bp)
+                wg.filters(w)
+                outs.append(wg(x).copy().view(np.uint32))
+        np.testing.assert_array_equal(outs[1], outs[0])
+
+
+def test_fused_block_fits_half_of_l2():
+    # floats per tile (m=4, C=F=64): 36*64 + 6*64 + 64 + 64 + 24*64 + 16*64 = 5376
+    assert fused_block(64, 64, 4, l2=2**20) == 16  # 16 * 21504 B <= 512 KiB - 16 KiB
+    assert fused_block(64, 64, 4, l2=4 * 2**20) == 64  # capped at 64
+    assert fused_block(64, 64, 2, l2=2**20) == 32  # m=2: 2176 floats per tile
+    assert fused_block(1024, 64, 4, l2=2**20) == 4  # the floor
+
+
 def test_a_wrong_filter_transform_is_caught():
     # the check must notice a transform that is off by one coefficient
     rng = np.random.default_rng(2)
@@ -75,3 +101,19 @@ def test_on_the_jit_both_modes(m):
     np.testing.assert_array_equal(_run(case, "jit"), _run(case))
     out = _run(case, "jit", fast=True)
     assert case.passes(out), case.error(out)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("m", [2, 4])
+def test_staged_on_the_jit_both_modes(m):
+    rng = np.random.default_rng(5)
+    case = checks.winograd_case(rng, 2, 7, 9, 5, 6, m=m)
+    x, w = case.inputs
+    outs = {}
+    for backend, fast in (("interp", False), ("jit", False), ("jit", True)):
+        with tilepy.backend(backend, **({"fast": True} if fast else {})):
+            wg = Winograd(2, 7, 9, 5, 6, m, fused=False)
+            wg.filters(w)
+            outs[backend, fast] = wg(x).copy()
+    np.testing.assert_array_equal(outs["jit", False], outs["interp", False])
+    assert case.passes(outs["jit", True]), case.error(outs["jit", True])

@@ -7,7 +7,7 @@ import pytest
 
 import tilepy
 from tilepy.kernels import checks
-from tilepy.kernels.strassen import levels
+from tilepy.kernels.strassen import Strassen, levels, strassen
 
 
 def _run(case, backend="interp", **options):
@@ -37,6 +37,19 @@ def test_a_wrong_quadrant_is_caught():
     out = _run(case)
     out[20:, 20:] += 1.0  # C22 off by one everywhere
     assert not case.passes(out)
+
+
+def test_reused_work_arrays_give_each_calls_product():
+    # one Strassen object, two calls on other data: each gives the bits a fresh strassen()
+    # gives (nothing of the first call's work arrays leaks into the second)
+    rng = np.random.default_rng(8)
+    prod = Strassen(33, 70, 41, 2)
+    with tilepy.backend("interp"):
+        for _ in range(2):
+            a = rng.standard_normal((33, 70)).astype(np.float32)
+            b = rng.standard_normal((70, 41)).astype(np.float32)
+            np.testing.assert_array_equal(prod(a, b).view(np.uint32),
+                                          strassen(a, b, 2).view(np.uint32))
 
 
 def test_levels_by_size():

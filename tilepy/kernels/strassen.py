@@ -15,9 +15,10 @@ import tilepy.language as T
 from tilepy.backend import run
 from tilepy.kernels.gemm import gemm
 
-# The smallest dimension from which levels() adds a level. On this machine one level was
-# slower than numpy's BLAS at every size measured, up to 4096 (docs/conv.md's crossover
-# table), so the default stays above them: strassen() then runs the library gemm alone.
+# The smallest dimension from which levels() adds a level. On this machine one level
+# with reused work arrays (Strassen) beat numpy's BLAS only at 4096, in loaded runs, and
+# lost at 2048; allocating them per call (strassen()) lost at 4096 too (docs/conv.md's
+# crossover table), so the default stays above the sizes measured.
 CROSSOVER = 8192
 
 
@@ -108,22 +109,45 @@ def _launch(kernel, *arrays) -> None:
     run(func, {p.name: a for p, a in zip(func.params, arrays)}, sizes)
 
 
+class Strassen:
+    """a @ b for float32 matrices of one shape, (M, K) @ (K, N), with `n_levels` levels
+    (default: `levels(M, K, N)`): each level's seven operands of each side and its seven
+    products are allocated once, here, and reused by every call and by the seven
+    sub-products in turn (fresh arrays cost a page fault per page on every call)."""
+
+    def __init__(self, M: int, K: int, N: int, n_levels: int | None = None):
+        self.levels = levels(M, K, N) if n_levels is None else n_levels
+        self.shape, self.work = (M, K, N), []
+        for _ in range(self.levels):
+            M, K, N = -(-M // 2), -(-K // 2), -(-N // 2)
+            self.work.append(tuple(np.empty((7, r, c), np.float32)
+                                   for r, c in ((M, K), (K, N), (M, N))))
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None):
+        """a @ b into `out` (allocated when None), on the active backend."""
+        M, _, N = self.shape
+        out = np.empty((M, N), np.float32) if out is None else out
+        _product(a, b, self.work, out)
+        return out
+
+
+def _product(a, b, work: list, out) -> None:
+    """out = a @ b with one level per entry of `work` (lhs, rhs, products)."""
+    if not work:
+        _launch(gemm(in_dtype="float32", out_dtype="float32"), a, b, out)
+        return
+    lhs, rhs, prods = work[0]
+    _launch(strassen_split("A"), a, lhs)
+    _launch(strassen_split("B"), b, rhs)
+    for z in range(7):
+        _product(lhs[z], rhs[z], work[1:], prods[z])
+    _launch(strassen_merge(), prods, out)
+
+
 def strassen(a: np.ndarray, b: np.ndarray, n_levels: int | None = None,
              out: np.ndarray | None = None) -> np.ndarray:
     """a @ b for float32 matrices with `n_levels` Strassen-Winograd levels (default:
-    `levels(M, K, N)`), each leaf product the library gemm, on the active backend."""
+    `levels(M, K, N)`), each leaf product the library gemm, on the active backend.
+    Allocates its work arrays per call; `Strassen` keeps them for repeated calls."""
     (M, K), N = a.shape, b.shape[1]
-    n_levels = levels(M, K, N) if n_levels is None else n_levels
-    out = np.empty((M, N), np.float32) if out is None else out
-    if n_levels == 0:
-        _launch(gemm(in_dtype="float32", out_dtype="float32"), a, b, out)
-        return out
-    hm, hk, hn = -(-M // 2), -(-K // 2), -(-N // 2)
-    lhs, rhs = np.empty((7, hm, hk), np.float32), np.empty((7, hk, hn), np.float32)
-    _launch(strassen_split("A"), a, lhs)
-    _launch(strassen_split("B"), b, rhs)
-    prods = np.empty((7, hm, hn), np.float32)
-    for z in range(7):
-        strassen(lhs[z], rhs[z], n_levels - 1, prods[z])
-    _launch(strassen_merge(), prods, out)
-    return out
+    return Strassen(M, K, N, n_levels)(a, b, out)

@@ -152,6 +152,30 @@ def winograd_gemm(batch, P, C, F, block_M=256, block_N=64, block_K=64, dtype="fl
     return winograd_gemm
 
 
+@T.macro
+def _store_tiles(o_s, Yf, q0, f0, geo):
+    """Copy the output tiles o_s[p, r, c, f] of tiles q0 + p, filters f0 + f, into Y (as
+    Yf: pixels x filters): the rows and columns of each tile that lie inside Y."""
+    m, TH, TW, OH, OW, P = geo
+    bp, bf = o_s.shape[0], o_s.shape[3]
+    r_h = T.alloc_fragment((bp,), "int32")  # the tile's top row (or past OH)
+    r_w = T.alloc_fragment((bp,), "int32")
+    r_at = T.alloc_fragment((bp,), "int32")  # pixel index of (n, r_h, r_w)
+    for p in T.Parallel(bp):
+        q = q0 + p
+        n, th, tw = q // (TH * TW), q % (TH * TW) // TW, q % TW
+        r_h[p] = T.if_then_else(q < P, th * m, OH)
+        r_w[p] = tw * m
+        r_at[p] = (n * OH + r_h[p]) * OW + r_w[p]
+    for p in T.serial(bp):
+        for r in T.serial(T.min(m, OH - r_h[p])):
+            if r_w[p] + m <= OW:
+                T.copy(o_s[p, r, 0:m, 0:bf], Yf[r_at[p] + r * OW, f0])
+            else:
+                for c in T.serial(OW - r_w[p]):
+                    T.copy(o_s[p, r, c, 0:bf], Yf[r_at[p] + r * OW + c, f0])
+
+
 @tilepy.jit(out_idx=[-1])
 def winograd_output(N, OH, OW, F, m=2, dtype="float32"):
     """Y[n, th*m + r, tw*m + s, f] = (A^T M A)[r, s] of tile p = (n, th, tw), filter f."""
@@ -168,15 +192,6 @@ def winograd_output(N, OH, OW, F, m=2, dtype="float32"):
             m_s = T.alloc_shared((a, a, block_P, block_F), dtype)
             t_s = T.alloc_shared((m, a, block_P, block_F), dtype)
             o_s = T.alloc_shared((block_P, m, m, block_F), dtype)
-            r_h = T.alloc_fragment((block_P,), "int32")  # the tile's top row (or past OH)
-            r_w = T.alloc_fragment((block_P,), "int32")
-            r_at = T.alloc_fragment((block_P,), "int32")  # pixel index of (n, r_h, r_w)
-            for p in T.Parallel(block_P):
-                q = by * block_P + p
-                n, th, tw = q // (TH * TW), q % (TH * TW) // TW, q % TW
-                r_h[p] = T.if_then_else(q < P, th * m, OH)
-                r_w[p] = tw * m
-                r_at[p] = (n * OH + r_h[p]) * OW + r_w[p]
             T.copy(M[0, 0, by * block_P, bx * block_F], m_s)
             for r in outs:  # t = A^T M: combine rows
                 for nu, p, f in T.Parallel(a, block_P, block_F):
@@ -190,16 +205,145 @@ def winograd_output(N, OH, OW, F, m=2, dtype="float32"):
                     for nu, k in A[c]:
                         s = s + k * t_s[r, nu, p, f]
                     o_s[p, r, c, f] = s
-            for p in T.serial(block_P):  # copy out the tile's rows inside Y
-                for r in T.serial(T.min(m, OH - r_h[p])):
-                    if r_w[p] + m <= OW:
-                        T.copy(o_s[p, r, 0:m, 0:block_F], Yf[r_at[p] + r * OW, bx * block_F])
-                    else:
-                        for c in T.serial(OW - r_w[p]):
-                            T.copy(o_s[p, r, c, 0:block_F],
-                                   Yf[r_at[p] + r * OW + c, bx * block_F])
+            _store_tiles(o_s, Yf, by * block_P, bx * block_F, (m, TH, TW, OH, OW, P))
 
     return winograd_output
+
+
+def fused_block(C: int, block_F: int, m: int, l2: int | None = None) -> int:
+    """Tiles per block of `winograd_fused`: the largest power of two up to 64 whose block
+    arrays (input tiles, one row of B^T d, one V tile, the accumulator, A^T M and the
+    output tiles: floats per tile below) fit half of this machine's L2, so that each of
+    the (m+2)^2 small gemms and both transforms work on cache-resident data."""
+    from tilepy.tileop.schedule import caches
+
+    a = m + 2
+    per_tile = 4 * (a * a * C + a * C + C + block_F + m * a * block_F + m * m * block_F)
+    budget = (caches().l2 if l2 is None else l2) // 2 - 4 * C * block_F  # minus U's tile
+    bp = 64
+    while bp > 4 and bp * per_tile > budget:
+        bp //= 2
+    return bp
+
+
+def _groups(patterns: list) -> list[list[int]]:
+    """Runs of consecutive indices with equal patterns (e.g. rows of B^T with the same
+    nonzero columns): the fused kernel writes one loop per run, not one per index."""
+    runs: list = []
+    for i, pat in enumerate(patterns):
+        if runs and runs[-1][1] == pat:
+            runs[-1][0].append(i)
+        else:
+            runs.append(([i], pat))
+    return [r for r, _ in runs]
+
+
+def _coef(idx, first: int, values: list, dtype: str):
+    """values[idx - first] for a runtime idx (a chain of selects, cast to dtype; traced
+    at build time), or the one value of a run of one row as a build-time float."""
+    k = float(values[-1])
+    if len(values) == 1:
+        return k
+    for n in range(len(values) - 2, -1, -1):
+        k = T.if_then_else(idx == first + n, float(values[n]), k)
+    return T.cast(k, dtype)
+
+
+def _nonzero(row) -> list[int]:
+    return [j for j, c in enumerate(row) if c != 0]
+
+
+def _row_terms(idx, matrix, run: list[int], dtype: str) -> tuple:
+    """Row idx (run-time, within `run`, rows of one nonzero pattern) of `matrix` as its
+    first (column, coefficient) and a tuple of the others, as _terms gives a fixed row."""
+    terms = tuple((j, _coef(idx, run[0], [matrix[x][j] for x in run], dtype))
+                  for j in _nonzero(matrix[run[0]]))
+    return terms[0], terms[1:]
+
+
+@tilepy.jit(out_idx=[-1])
+def winograd_fused(N, H, W, C, F, m=2, pad=1, block_P=0, dtype="float32"):
+    """Y from the padded input Xp and the transformed filters U in one kernel: per block
+    of block_P output tiles (0: `fused_block`'s choice) and block_F filters, the input
+    tiles are read once, then for each point (xi, nu) the V tile (B^T d B)[xi, nu] of all
+    the block's tiles, one (block_P x C) @ (C x block_F) gemm with U[xi, nu], and that
+    product's share of A^T M added into the block's row sums; last Y = (A^T M) A. No
+    intermediate leaves the block. Points whose rows of B^T and columns of A^T have the
+    same nonzeros share one loop (`_groups`; coefficients then are run-time values), so
+    the code holds 9 point bodies, not (m+2)^2. Every value is computed by the same
+    expressions in the same order as the staged kernels: exact mode gives their bits."""
+    a, BT, AT = m + 2, MATRICES[m]["BT"], MATRICES[m]["AT"]
+    (A0, A) = _terms(AT)
+    outs = list(range(m))
+    xis = _groups([(tuple(_nonzero(BT[x])), tuple(r for r in outs if AT[r][x] != 0))
+                   for x in range(a)])
+    nus = _groups([tuple(_nonzero(BT[x])) for x in range(a)])
+    OH, OW, TH, TW, P, _, Hp, Wp = geometry(N, H, W, m, pad)
+    block_F = F if F <= 128 else _divisor(F, 64)
+    bp = block_P or fused_block(C, block_F, m)
+
+    @T.prim_func
+    def winograd_fused(Xp: T.Tensor((N, Hp, Wp, C), dtype), U: T.Tensor((a, a, C, F), dtype),
+                       Y: T.Tensor((N, OH, OW, F), dtype)):
+        with T.Kernel(F // block_F, T.ceildiv(P, bp), threads=128) as (bx, by):
+            Xf = T.Tensor((N * Hp * Wp, C), dtype, Xp.data)
+            Uf = T.Tensor((a * a, C, F), dtype, U.data)
+            Yf = T.Tensor((N * OH * OW, F), dtype, Y.data)
+            d_s = T.alloc_shared((a, bp, a, C), dtype)  # input tiles [i, p, j, c]
+            t_s = T.alloc_shared((bp, a, C), dtype)  # row xi of B^T d
+            v_s = T.alloc_shared((bp, C), dtype)  # V at point (xi, nu)
+            u_s = T.alloc_shared((C, block_F), dtype)
+            acc = T.alloc_fragment((bp, block_F), dtype)  # M at point (xi, nu)
+            o_t = T.alloc_shared((m, a, bp, block_F), dtype)  # A^T M
+            o_s = T.alloc_shared((bp, m, m, block_F), dtype)
+            for p in T.serial(bp):
+                q = T.min(by * bp + p, P - 1)
+                at = (q // (TH * TW) * Hp + q % (TH * TW) // TW * m) * Wp + q % TW * m
+                for i in T.serial(a):
+                    T.copy(Xf[at + i * Wp, 0], d_s[i, p, 0:a, 0:C])
+            for xr in xis:
+                for xo in T.serial(len(xr)):
+                    xi = xr[0] + xo
+                    kb0, kbs = _row_terms(xi, BT, xr, dtype)
+                    for p, j, c in T.Parallel(bp, a, C):  # row xi of B^T d
+                        s = kb0[1] * d_s[kb0[0], p, j, c]
+                        for i, k in kbs:
+                            s = s + k * d_s[i, p, j, c]
+                        t_s[p, j, c] = s
+                    for nr in nus:
+                        for no in T.serial(len(nr)):
+                            nu = nr[0] + no
+                            kv0, kvs = _row_terms(nu, BT, nr, dtype)
+                            for p, c in T.Parallel(bp, C):  # V = (B^T d) B at (xi, nu)
+                                s = kv0[1] * t_s[p, kv0[0], c]
+                                for j, k in kvs:
+                                    s = s + k * t_s[p, j, c]
+                                v_s[p, c] = s
+                            T.copy(Uf[xi * a + nu, 0, bx * block_F], u_s)
+                            T.gemm(v_s, u_s, acc, clear_accum=True)
+                            for r in outs:  # add M's share of A^T M, in xi's order
+                                if AT[r][xr[0]] != 0:
+                                    ka = _coef(xi, xr[0], [AT[r][x] for x in xr], dtype)
+                                    if A0[r][0] < xr[0]:
+                                        for p, f in T.Parallel(bp, block_F):
+                                            o_t[r, nu, p, f] = o_t[r, nu, p, f] + ka * acc[p, f]
+                                    elif len(xr) == 1:
+                                        for p, f in T.Parallel(bp, block_F):
+                                            o_t[r, nu, p, f] = ka * acc[p, f]
+                                    else:  # the run holds row r's first term
+                                        for p, f in T.Parallel(bp, block_F):
+                                            o_t[r, nu, p, f] = T.if_then_else(
+                                                xi == A0[r][0], ka * acc[p, f],
+                                                o_t[r, nu, p, f] + ka * acc[p, f])
+            for c in outs:  # Y = (A^T M) A: combine columns
+                for p, r, f in T.Parallel(bp, m, block_F):
+                    s = A0[c][1] * o_t[r, A0[c][0], p, f]
+                    for j, k in A[c]:
+                        s = s + k * o_t[r, j, p, f]
+                    o_s[p, r, c, f] = s
+            _store_tiles(o_s, Yf, by * bp, bx * block_F, (m, TH, TW, OH, OW, P))
+
+    return winograd_fused
 
 
 def launch(kernel, *arrays) -> None:
@@ -210,34 +354,42 @@ def launch(kernel, *arrays) -> None:
 
 class Winograd:
     """conv2d by Winograd F(m x m, 3 x 3) for one shape: Y = W(X, Wt), NHWC, stride 1,
-    padding `pad`; its four kernels and intermediate arrays are built once."""
+    padding `pad`; its kernels and intermediate arrays are built once. `fused` (the
+    default) runs `winograd_fused` (no full-size intermediates); otherwise the staged
+    kernels (input transform, batched gemm, output transform) through V and M."""
 
-    def __init__(self, N, H, W, C, F, m=2, pad=1, dtype="float32"):
+    def __init__(self, N, H, W, C, F, m=2, pad=1, fused=True, block_P=0, dtype="float32"):
         OH, OW, _, _, _, P, Hp, Wp = geometry(N, H, W, m, pad)
         a = m + 2
         self.pad = pad_nhwc(N, H, W, C, pad, pad, Hp, Wp, dtype=dtype)
-        self.kernels = (winograd_filter(C, F, m, dtype=dtype),
-                        winograd_input(N, H, W, C, m, pad, dtype=dtype),
-                        winograd_gemm(a * a, P, C, F, dtype=dtype),
-                        winograd_output(N, OH, OW, F, m, dtype=dtype))
+        self.k_filter = winograd_filter(C, F, m, dtype=dtype)
         dt = np.dtype(dtype)
         self.xp = np.empty((N, Hp, Wp, C), dt)
         self.u = np.empty((a, a, C, F), dt)
-        self.v = np.empty((a, a, P, C), dt)
-        self.mm = np.empty((a, a, P, F), dt)
         self.y = np.empty((N, OH, OW, F), dt)
+        if fused:
+            self.stages = (winograd_fused(N, H, W, C, F, m, pad, block_P, dtype=dtype),)
+        else:
+            self.stages = (winograd_input(N, H, W, C, m, pad, dtype=dtype),
+                           winograd_gemm(a * a, P, C, F, dtype=dtype),
+                           winograd_output(N, OH, OW, F, m, dtype=dtype))
+            self.v = np.empty((a, a, P, C), dt)
+            self.mm = np.empty((a, a, P, F), dt)
 
     def filters(self, wt: np.ndarray) -> np.ndarray:
         """U, the transformed filters (computed once per set of weights)."""
-        launch(self.kernels[0], wt, self.u)
+        launch(self.k_filter, wt, self.u)
         return self.u
 
     def __call__(self, x: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
         """Y (this object's output array, overwritten by the next call) from the input
         and the transformed filters (default: the last `filters` result)."""
-        _, k_in, k_gemm, k_out = self.kernels
         u = self.u if u is None else u
         launch(self.pad, x, self.xp)
+        if len(self.stages) == 1:
+            launch(self.stages[0], self.xp, u, self.y)
+            return self.y
+        k_in, k_gemm, k_out = self.stages
         launch(k_in, self.xp, self.v)
         a2 = u.shape[0] * u.shape[1]
         launch(k_gemm, self.v.reshape(a2, *self.v.shape[2:]), u.reshape(a2, *u.shape[2:]),
