@@ -275,3 +275,23 @@ def test_cuda_timing_events_under_the_mapping_time_on_the_cpu():
     end.record()
     end.synchronize()
     assert 15.0 <= start.elapsed_time(end) < 2000.0
+
+
+def test_kernel_params_and_result_idx_describe_the_arguments(tl):
+    import tilelang.language as T
+
+    @T.prim_func
+    def pair(X: T.Tensor((6, 4), "float16"), S: T.Tensor((4,), "int32"),
+             Y: T.Tensor((6, 4), "float16")):
+        with T.Kernel(1) as _:
+            for i, j in T.Parallel(6, 4):
+                Y[i, j] = X[i, j] * S[j]
+
+    k = tl.compile(pair, out_idx=[-1])
+    assert k.result_idx == [2]
+    assert [tuple(int(d) for d in p.shape) for p in k.params] == [(6, 4), (4,), (6, 4)]
+    assert [str(p.dtype) for p in k.params] == ["float16", "int32", "float16"]
+    ins = [np.ones([int(d) for d in p.shape], dtype=str(p.dtype))
+           for i, p in enumerate(k.params) if i not in k.result_idx]
+    with tilepy.backend("interp"):
+        assert k(*ins).tolist() == [[1.0] * 4] * 6
