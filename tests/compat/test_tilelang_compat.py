@@ -295,3 +295,25 @@ def test_kernel_params_and_result_idx_describe_the_arguments(tl):
            for i, p in enumerate(k.params) if i not in k.result_idx]
     with tilepy.backend("interp"):
         assert k(*ins).tolist() == [[1.0] * 4] * 6
+
+
+def test_autotune_configs_may_carry_pass_configs(tl):
+    import tilelang.language as T
+    from tilelang.autotuner import AutoTuner
+
+    def add_two(N, block=None):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block)) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] + 2.0
+        return main
+
+    configs = [{"block": b, "pass_configs": {tl.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: w}}
+               for b, w in ((8, True), (4, False))]
+    with tilepy.backend("interp"):
+        res = AutoTuner.from_kernel(kernel=lambda block=None: add_two(16, block),
+                                    configs=configs).set_compile_args(out_idx=[-1]) \
+            .set_profile_args(ref_prog=lambda x: x + 2).run(warmup=1, rep=1)
+    assert res.config in configs
+    assert f"T.Kernel({16 // res.config['block']}" in str(res.kernel.ir)
