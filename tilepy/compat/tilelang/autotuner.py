@@ -125,8 +125,8 @@ def autotune(configs=None, warmup=25, rep=100, timeout=100, **_ignored):
                     kernel.config, kernel.ref_latency = {}, None
                     kernel.latency = _latency(kernel)
                 return kernel
-            kernel, res = _tune(lambda c: fn(*args, **{**kwargs, **_kernel_args(c)}), all_, None, None,
-                                _ident(fn, args, kwargs))
+            kernel, res = _tune(lambda c: fn(*args, **{**kwargs, **_kernel_args(c)}), all_,
+                                None, None, _ident(fn, args, kwargs))
             kernel.config, kernel.latency, kernel.ref_latency = res.config, res.seconds * 1e3, None
             return kernel
 

@@ -1,6 +1,8 @@
 """`tilelang.transform`: of TileLang's IR passes only `simplify_prim_func`, whose
 simplification changes no result: the kernel is returned as it is; and
-`PassConfigKey` (the top-level one)."""
+`PassConfigKey` (also exported at the top level)."""
+
+import enum
 
 
 def simplify_prim_func(func):
@@ -8,10 +10,12 @@ def simplify_prim_func(func):
     return func
 
 
-def __getattr__(name):
-    # TileLang defines PassConfigKey here and re-exports it at the top level.
-    if name == "PassConfigKey":
-        from tilepy.compat.tilelang import PassConfigKey
+class _AnyKey(enum.EnumMeta):
+    def __getattr__(cls, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return name
 
-        return PassConfigKey
-    raise AttributeError(f"module 'tilelang.transform' has no attribute {name!r}")
+
+class PassConfigKey(enum.Enum, metaclass=_AnyKey):
+    """TileLang's compiler pass options: any key is accepted (as its name) and ignored."""
