@@ -317,3 +317,21 @@ def test_autotune_configs_may_carry_pass_configs(tl):
             .set_profile_args(ref_prog=lambda x: x + 2).run(warmup=1, rep=1)
     assert res.config in configs
     assert f"T.Kernel({16 // res.config['block']}" in str(res.kernel.ir)
+
+
+def test_out_idx_counts_scalar_parameters_as_tilelang_does(tl):
+    import tilelang.language as T
+
+    @T.prim_func
+    def scaled(X: T.Tensor((8,), "float32"), n: T.int32, Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(8):
+                Y[i] = X[i] * n
+
+    x = np.arange(8, dtype=np.float32)
+    with tilepy.backend("interp"):
+        for idx in ([2], [-1]):
+            y = tl.compile(scaled, out_idx=idx)(x.copy(), 3)
+            assert y.tolist() == [3.0 * i for i in range(8)]
+    with pytest.raises(tilepy.errors.ArgumentError, match="scalar parameter 'n'"):
+        tl.compile(scaled, out_idx=[1])
