@@ -56,10 +56,9 @@ class Kernel:
     def __init__(self, func: PrimFunc, out_idx=()):
         verify(func)  # a front-end bug must never reach a backend
         check_built(func)  # block and tile sizes no launch can run
-        n = len(func.params) - len(func.scratch)  # out_idx counts the declared params
         idx = out_idx if isinstance(out_idx, (list, tuple)) else [out_idx]
-        self.func = func.__class__(**{**func.__dict__, "out_idx": tuple(
-            sorted(i % n for i in idx)) if idx else func.out_idx})
+        self.func = func.__class__(**{**func.__dict__, "out_idx": _buffer_out_idx(
+            func, idx) if idx else func.out_idx})
         self.out_idx = self.func.out_idx
 
     @property
@@ -113,6 +112,24 @@ class Kernel:
         if not outs:
             return None
         return back(outs[0] if len(outs) == 1 else tuple(outs))
+
+
+def _buffer_out_idx(func: PrimFunc, idx) -> tuple[int, ...]:
+    """`out_idx` counts the declared parameters, scalar ones (`n: T.int32`) included, as
+    TileLang's does; the IR's params hold the buffers only."""
+    scalars = dict(func.scalars)
+    n = len(func.params) - len(func.scratch) + len(scalars)
+    declared = sorted(i % n for i in idx)
+    for d in declared:
+        if d in scalars:
+            raise ArgumentError(f"out_idx {d} names the scalar parameter {scalars[d]!r} of "
+                                f"{func.name}; outputs must be tensors", func.loc,
+                                hint="count out_idx over all parameters, scalars included")
+    if scalars and declared and min(declared) < max(scalars):  # calls pass scalars by place
+        raise ArgumentError(f"{func.name}: an output (out_idx {min(declared)}) declared before "
+                            "a scalar parameter is not supported", func.loc,
+                            hint="declare the output tensors after the scalar parameters")
+    return tuple(d - sum(p < d for p in scalars) for d in declared)
 
 
 def _sig(b: Buffer) -> str:

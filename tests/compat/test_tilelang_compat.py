@@ -275,3 +275,63 @@ def test_cuda_timing_events_under_the_mapping_time_on_the_cpu():
     end.record()
     end.synchronize()
     assert 15.0 <= start.elapsed_time(end) < 2000.0
+
+
+def test_kernel_params_and_result_idx_describe_the_arguments(tl):
+    import tilelang.language as T
+
+    @T.prim_func
+    def pair(X: T.Tensor((6, 4), "float16"), S: T.Tensor((4,), "int32"),
+             Y: T.Tensor((6, 4), "float16")):
+        with T.Kernel(1) as _:
+            for i, j in T.Parallel(6, 4):
+                Y[i, j] = X[i, j] * S[j]
+
+    k = tl.compile(pair, out_idx=[-1])
+    assert k.result_idx == [2]
+    assert [tuple(int(d) for d in p.shape) for p in k.params] == [(6, 4), (4,), (6, 4)]
+    assert [str(p.dtype) for p in k.params] == ["float16", "int32", "float16"]
+    ins = [np.ones([int(d) for d in p.shape], dtype=str(p.dtype))
+           for i, p in enumerate(k.params) if i not in k.result_idx]
+    with tilepy.backend("interp"):
+        assert k(*ins).tolist() == [[1.0] * 4] * 6
+
+
+def test_autotune_configs_may_carry_pass_configs(tl):
+    import tilelang.language as T
+    from tilelang.autotuner import AutoTuner
+
+    def add_two(N, block=None):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block)) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] + 2.0
+        return main
+
+    configs = [{"block": b, "pass_configs": {tl.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: w}}
+               for b, w in ((8, True), (4, False))]
+    with tilepy.backend("interp"):
+        res = AutoTuner.from_kernel(kernel=lambda block=None: add_two(16, block),
+                                    configs=configs).set_compile_args(out_idx=[-1]) \
+            .set_profile_args(ref_prog=lambda x: x + 2).run(warmup=1, rep=1)
+    assert res.config in configs
+    assert f"T.Kernel({16 // res.config['block']}" in str(res.kernel.ir)
+
+
+def test_out_idx_counts_scalar_parameters_as_tilelang_does(tl):
+    import tilelang.language as T
+
+    @T.prim_func
+    def scaled(X: T.Tensor((8,), "float32"), n: T.int32, Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(8):
+                Y[i] = X[i] * n
+
+    x = np.arange(8, dtype=np.float32)
+    with tilepy.backend("interp"):
+        for idx in ([2], [-1]):
+            y = tl.compile(scaled, out_idx=idx)(x.copy(), 3)
+            assert y.tolist() == [3.0 * i for i in range(8)]
+    with pytest.raises(tilepy.errors.ArgumentError, match="scalar parameter 'n'"):
+        tl.compile(scaled, out_idx=[1])

@@ -215,3 +215,12 @@ def test_a_pointer_table_with_a_bad_address_is_an_argument_error(tl):
     with tilepy.backend("interp"), pytest.raises(ArgumentError, match=r"P\[1\]: expected "
                                                  r"the address of 32 writable bytes"):
         _ptr_scale(T)(table, np.ones(3, np.float32))
+
+
+def test_pass_config_key_is_also_importable_from_transform(tl):
+    from tilelang.transform import PassConfigKey
+
+    assert PassConfigKey is tl.PassConfigKey
+    assert PassConfigKey.TL_DISABLE_WARP_SPECIALIZED is tl.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
+    with pytest.raises(ImportError):
+        from tilelang.transform import NoSuchPass  # noqa: F401

@@ -6,8 +6,6 @@ accepted and ignored; they change no result on the CPU.
 
 from __future__ import annotations
 
-import enum
-
 from tilepy.compat import tvm  # noqa: E402,F401 - `from tilelang import tvm`
 from tilepy.compat.tilelang import (  # noqa: F401 - tilelang.language, tilelang.math...
     autotuner,
@@ -28,6 +26,7 @@ from tilepy.compat.tilelang import (  # noqa: F401 - tilelang.language, tilelang
 from tilepy.compat.tilelang.autotuner import AutoTuner, autotune  # noqa: F401
 from tilepy.compat.tilelang.jit import JITKernel, compile, jit, lazy_jit  # noqa: F401
 from tilepy.compat.tilelang.math import next_power_of_2  # noqa: F401
+from tilepy.compat.tilelang.transform import PassConfigKey  # noqa: F401
 from tilepy.compat.tilelang.utils.tensor import TensorSupplyType  # noqa: F401
 from tilepy.frontend.dtypes import dtype as DataType  # noqa: F401 - tvm.DataType
 
@@ -51,14 +50,3 @@ def enable_cache() -> None:
 
 def set_log_level(level) -> None:
     """Accepted for TileLang programs; tilepy's only log line is the compile notice."""
-
-
-class _AnyKey(enum.EnumMeta):
-    def __getattr__(cls, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return name
-
-
-class PassConfigKey(enum.Enum, metaclass=_AnyKey):
-    """TileLang's compiler pass options: any key is accepted (as its name) and ignored."""

@@ -31,6 +31,12 @@ def _configs(configs, *args, **kwargs) -> list[dict]:
     return space.expand(configs, *args, **kwargs)
 
 
+def _kernel_args(config: dict) -> dict:
+    """A config's arguments of the kernel function: a `pass_configs` entry holds compiler
+    options (TileLang passes them to its compiler; the CPU reference has none to set)."""
+    return {k: v for k, v in config.items() if k != "pass_configs"}
+
+
 def _ident(fn, args, kwargs) -> str:
     inner = getattr(getattr(fn, "inner", None), "fn", fn)
     try:
@@ -86,7 +92,7 @@ class AutoTuner:
         """Time every config (the CPU's wall clock, best of 3 launches), check the fastest
         against the reference program when one is set; latency in milliseconds."""
         configs = _configs(self.configs)
-        kernel, res = _tune(lambda c: self.fn(*args, **{**kwargs, **c}), configs,
+        kernel, res = _tune(lambda c: self.fn(*args, **{**kwargs, **_kernel_args(c)}), configs,
                             self.inputs, self.profile_args.get("supply_type"),
                             _ident(self.fn, args, kwargs), self.compile_args.get("out_idx"))
         ref = self.profile_args.get("ref_prog")
@@ -119,8 +125,8 @@ def autotune(configs=None, warmup=25, rep=100, timeout=100, **_ignored):
                     kernel.config, kernel.ref_latency = {}, None
                     kernel.latency = _latency(kernel)
                 return kernel
-            kernel, res = _tune(lambda c: fn(*args, **{**kwargs, **c}), all_, None, None,
-                                _ident(fn, args, kwargs))
+            kernel, res = _tune(lambda c: fn(*args, **{**kwargs, **_kernel_args(c)}), all_,
+                                None, None, _ident(fn, args, kwargs))
             kernel.config, kernel.latency, kernel.ref_latency = res.config, res.seconds * 1e3, None
             return kernel
 

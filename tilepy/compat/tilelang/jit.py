@@ -39,6 +39,20 @@ class JITKernel:
     def ir(self):
         return self.kernel.ir
 
+    @property
+    def params(self):
+        """The declared arguments as `KernelParam`s (dtype, shape: ints when static)."""
+        from tilepy.compat.tilelang.engine.param import KernelParam
+
+        func = self.kernel.func
+        return [KernelParam(p.dtype, tuple(p.static_shape() or p.shape))
+                for i, p in enumerate(func.params) if i not in func.scratch]
+
+    @property
+    def result_idx(self):
+        """Indices of the arguments the call allocates and returns (TileLang's name)."""
+        return list(self.out_idx)
+
     def get_kernel_source(self, *args, **kwargs) -> str:
         """The source tilepy's JIT generates (TileLang returns CUDA/HIP code here)."""
         return str(self.kernel.source)
