@@ -116,21 +116,8 @@ def test_char_llama_on_char_corpus(chars):
     _falls(_train(model, loss, opt, 5), np.log(vocab))
 
 
-def _point_sets(n, points=16, seed=0):
-    """Point clouds of 3 classes: a circle, a square's outline, a segment; random scale,
-    noise 0.05."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 3, n)
-    t = rng.uniform(0, 2 * np.pi, (n, points))
-    circle = np.stack([np.cos(t), np.sin(t)], -1)
-    shapes = np.stack([circle, np.clip(1.4 * circle, -1, 1),
-                       np.stack([np.cos(t), np.zeros_like(t)], -1)])
-    pts = shapes[y, np.arange(n)] * rng.uniform(0.5, 1.5, (n, 1, 1))
-    return (pts + 0.05 * rng.standard_normal(pts.shape)).astype(np.float32), y
-
-
 def test_pointnet_on_point_sets():
-    x, y = _point_sets(24)
+    x, y = synthetic.point_sets(24)
     nn.manual_seed(0)
     model = zoo.pointnet(2, 3)
     opt = optim.Adam(model.parameters(), lr=1e-2)
@@ -402,7 +389,7 @@ _JIT_CASES = {
                                                           _RNG.integers(0, 4, 4)), _xent),
     "char_llama": (lambda: zoo.char_llama(12, 8), (_RNG.integers(0, 12, (3, 8)),
                                                    _RNG.integers(0, 12, (3, 8))), _xent),
-    "pointnet": (zoo.pointnet, _point_sets(5, seed=2), _xent),
+    "pointnet": (zoo.pointnet, synthetic.point_sets(5, seed=2), _xent),
     "graphsage": (zoo.graphsage, (_RNG.standard_normal((10, 16)).astype(np.float32),
                                   _RNG.integers(0, 3, 10)),
                   lambda m, x, y: F.cross_entropy(m(zoo.mean_adjacency(np.ones((10, 10)) -
