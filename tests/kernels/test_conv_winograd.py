@@ -85,6 +85,9 @@ def test_a_wrong_filter_transform_is_caught():
         assert not case.passes(wg(x))
 
 
+# The fused kernel's compile (nine point bodies) takes about a minute of CPU: its JIT check
+# runs in `make test-exhaustive`, with fast mode and F(4x4).
+@pytest.mark.exhaustive
 def test_on_the_jit_gives_the_interpreters_bits():
     rng = np.random.default_rng(4)
     case = checks.winograd_case(rng, 2, 7, 9, 5, 6, m=2)
