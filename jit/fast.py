@@ -65,13 +65,13 @@ def emit_dot(em: Emitter, w: Writer, s: Gemm) -> bool:
 
 def _globals_ok(em: Emitter, *ops: Operand, narrow: bool = False) -> bool:
     """Operands the JIT holds as plain arrays of their dtype (no storage codec), or with
-    `narrow`, also floats of <= 8 bits held as storage codes (decoded before the product:
-    their table decode made the per-tile path 0.6-0.7x numpy fp32 at 1024, the whole
-    product 0.9x; bf16 measured as fast or faster per tile, so it stays there)."""
+    `narrow`, also floats of <= 16 bits held as storage codes (decoded to float32 before
+    the product, exact: faster than the per-tile path's decode and small BLAS calls,
+    docs/perf-log.md)."""
     def ok(o: Operand) -> bool:
         r, dt = em.ref(o.region.buffer), o.region.buffer.dtype
         return r.kind == "global" and (r.codec is None or (narrow and dt.is_float
-                                                          and dt.bits <= 8))
+                                                          and dt.bits <= 16))
     return all(ok(o) for o in ops)
 
 

@@ -70,9 +70,10 @@ def test_library_gemm_launch_is_one_product(dt, ta, tb, tier):
 
 @pytest.mark.parametrize("dt,ta,tb,tier", [
     ("float8_e4m3fn", False, False, "numba"), ("float8_e4m3fn", True, True, "py"),
-    ("float8_e5m2", False, True, "py"), ("float4_e2m1fn", True, False, "py")])
+    ("float8_e5m2", False, True, "py"), ("float4_e2m1fn", True, False, "py"),
+    ("bfloat16", True, False, "py"), ("float16", False, True, "py")])
 def test_narrow_library_gemm_launch_decodes_then_is_one_product(dt, ta, tb, tier):
-    """fp8/fp4 operands are decoded to float32 (exact) once, then one BLAS call: within
+    """bf16/fp16/fp8/fp4 operands are decoded to float32 (exact) once, then one BLAS call: within
     the same bound of the interpreter (products of narrow values are exact in float32)."""
     import ml_dtypes
 
@@ -81,7 +82,7 @@ def test_narrow_library_gemm_launch_decodes_then_is_one_product(dt, ta, tb, tier
     assert ONE_PRODUCT in k.source and f"_dec_{dt}(" in k.source
     rng = np.random.default_rng(8)
     for M, N, K in SHAPES:
-        a, b = _inputs(rng, M, N, K, ta, tb, getattr(ml_dtypes, dt))
+        a, b = _inputs(rng, M, N, K, ta, tb, getattr(ml_dtypes, dt, np.dtype(dt)))
         want, got = np.zeros((M, N), np.float32), np.full((M, N), np.nan, np.float32)
         sizes = {"M": M, "N": N, "K": K}
         interp_run(func, {"A": a, "B": b, "C": want}, sizes)
