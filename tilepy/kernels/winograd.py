@@ -176,6 +176,20 @@ def _store_tiles(o_s, Yf, q0, f0, geo):
                     T.copy(o_s[p, r, c, 0:bf], Yf[r_at[p] + r * OW + c, f0])
 
 
+@T.macro
+def _combine_columns(t, o_s, A0, A, block_P, block_F):
+    """Y = t A, the output transform's column combine: o_s[p, r, c, f] = sum over nu of
+    t[r, nu, p, f] A[nu, c], column c's first nonzero term first (`_terms`' order)."""
+    m = len(A0)
+    cols = list(range(m))  # unrolled when the kernel is built
+    for c in cols:
+        for p, r, f in T.Parallel(block_P, m, block_F):
+            s = A0[c][1] * t[r, A0[c][0], p, f]
+            for nu, k in A[c]:
+                s = s + k * t[r, nu, p, f]
+            o_s[p, r, c, f] = s
+
+
 @tilepy.jit(out_idx=[-1])
 def winograd_output(N, OH, OW, F, m=2, dtype="float32"):
     """Y[n, th*m + r, tw*m + s, f] = (A^T M A)[r, s] of tile p = (n, th, tw), filter f."""
@@ -199,12 +213,7 @@ def winograd_output(N, OH, OW, F, m=2, dtype="float32"):
                     for xi, k in A[r]:
                         s = s + k * m_s[xi, nu, p, f]
                     t_s[r, nu, p, f] = s
-            for c in outs:  # Y = t A: combine columns
-                for p, r, f in T.Parallel(block_P, m, block_F):
-                    s = A0[c][1] * t_s[r, A0[c][0], p, f]
-                    for nu, k in A[c]:
-                        s = s + k * t_s[r, nu, p, f]
-                    o_s[p, r, c, f] = s
+            _combine_columns(t_s, o_s, A0, A, block_P, block_F)  # Y = t A
             _store_tiles(o_s, Yf, by * block_P, bx * block_F, (m, TH, TW, OH, OW, P))
 
     return winograd_output
@@ -335,12 +344,7 @@ def winograd_fused(N, H, W, C, F, m=2, pad=1, block_P=0, dtype="float32"):
                                             o_t[r, nu, p, f] = T.if_then_else(
                                                 xi == A0[r][0], ka * acc[p, f],
                                                 o_t[r, nu, p, f] + ka * acc[p, f])
-            for c in outs:  # Y = (A^T M) A: combine columns
-                for p, r, f in T.Parallel(bp, m, block_F):
-                    s = A0[c][1] * o_t[r, A0[c][0], p, f]
-                    for j, k in A[c]:
-                        s = s + k * o_t[r, j, p, f]
-                    o_s[p, r, c, f] = s
+            _combine_columns(o_t, o_s, A0, A, bp, block_F)  # Y = (A^T M) A
             _store_tiles(o_s, Yf, by * bp, bx * block_F, (m, TH, TW, OH, OW, P))
 
     return winograd_fused
