@@ -28,7 +28,9 @@ def _mat_dims(side: Side, what: str, em: Emitter) -> list[int]:
     return [nd - 2, nd - 1]
 
 
-def emit_gemm(em: Emitter, w: Writer, s: Gemm) -> None:
+def emit_gemm(em: Emitter, w: Writer, s: Gemm, direct: dict | None = None) -> None:
+    """`direct`: tile name -> (array, row offset, column offset) the tile's elements are
+    read from instead (jit/direct.py: the global it was copied from, or the tile itself)."""
     a, b, c = (bind_side(em, w, r, n) for r, n in ((s.a, "a"), (s.b, "b"), (s.c, "c")))
     (ar, ac), (br, bc), (cr, cc) = (_mat_dims(x, n, em) for x, n in
                                     ((a, "A"), (b, "B"), (c, "C")))
@@ -37,7 +39,7 @@ def emit_gemm(em: Emitter, w: Writer, s: Gemm) -> None:
     dt = s.c.dtype
     g = _Operands(em, s, lambda i, k: a.index([i, k], [m_dim, k_dim]),
                   lambda k, j: b.index([k, j], [kb_dim, n_dim]),
-                  lambda i, j: c.index([i, j], [cr, cc]))
+                  lambda i, j: c.index([i, j], [cr, cc]), direct or {})
     M, N, K = c.exts[cr], c.exts[cc], a.exts[k_dim]
     if em.fast:
         from tilepy.jit.fast import emit_dot
@@ -75,19 +77,26 @@ REGISTER_BLOCKS = "register blocks"  # em.notes: see Lowered.slp (jit/lower.py)
 class _Operands:
     """Source strings of A[i, k], B[k, j] (converted to C's dtype) and C's indices."""
 
-    def __init__(self, em: Emitter, s: Gemm, ai, bi, ci):
+    def __init__(self, em: Emitter, s: Gemm, ai, bi, ci, direct: dict):
         self.em, self.s, self.ai, self.bi, self.c = em, s, ai, bi, ci
         self.dt = s.c.dtype
         self.b_scratch = None  # a k-major copy of a transposed B tile (_transpose_b)
+        self.direct = direct
+
+    def _load(self, buf, idx: list[str]) -> str:
+        if buf.name not in self.direct:
+            return self.em.load(buf, idx)
+        arr, r0, c0 = self.direct[buf.name]
+        return f"{arr}[np.uint64({r0} + {idx[0]}), np.uint64({c0} + {idx[1]})]"
 
     def a(self, i: str, k: str) -> str:
-        x = self.em.load(self.s.a.buffer, self.ai(i, k))
+        x = self._load(self.s.a.buffer, self.ai(i, k))
         return self.em.cast(x, self.s.a.dtype, self.dt)
 
     def b(self, k: str, j: str) -> str:
         if self.b_scratch:
             return f"{self.b_scratch}[{k}, {j}]"
-        x = self.em.load(self.s.b.buffer, self.bi(k, j))
+        x = self._load(self.s.b.buffer, self.bi(k, j))
         return self.em.cast(x, self.s.b.dtype, self.dt)
 
     def step(self, c: str, a: str, b: str) -> str:

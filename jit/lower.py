@@ -34,7 +34,7 @@ from tilepy.ir.stmt import (
 )
 from tilepy.ir.tileops import display
 from tilepy.ir.types import Scope, compute_dtype
-from tilepy.jit import atomics, passes
+from tilepy.jit import atomics, direct, passes
 from tilepy.jit.bounds import CheckedEmitter, Faults, var_ranges
 from tilepy.jit.faults import FAULT_COLS
 from tilepy.jit.gemm import REGISTER_BLOCKS, emit_gemm
@@ -193,6 +193,8 @@ def _launch(em: Emitter, w: Writer, s: Launch) -> None:
             div += f" // {g}"
         bem = CheckedEmitter.inside(em, ranges=var_ranges(s.body, s.block_vars),
                                     faults=faults, logs=plan.logs)
+        if not em.fast:  # gemms reading in-range global tiles where they lie
+            bem.direct = direct.plan(bem, s.body)
         for log in plan.logs.values():
             bw.line(f"{log.n} = np.int64(0)")
         _body(bem, bw, s.body)
@@ -294,10 +296,11 @@ def _store(em: Emitter, w: Writer, s: Store) -> None:
 
 
 def _for(em: Emitter, w: Writer, s: For) -> None:
-    _loop(em, w, s)
+    d = em.direct.get(id(s))
+    _loop(em, w, s, None if d is None else lambda: direct.emit_body(em, w, d, _stmt))
 
 
-def _loop(em: Emitter, w: Writer, s: For) -> None:
+def _loop(em: Emitter, w: Writer, s: For, body=None) -> None:
     start, stop, step = em.expr(s.start), em.expr(s.stop), em.expr(s.step)
     var = em.bind_var(s.var)
     rng = f"range({start}, {stop}, {step})"
@@ -305,7 +308,7 @@ def _loop(em: Emitter, w: Writer, s: For) -> None:
         rng = f"range({stop})" if start == "0" else f"range({start}, {stop})"
     w.line(f"for {var} in {rng}:  # {s.kind}")
     with w.indent():
-        _body(em, w, s.body)
+        body() if body is not None else _body(em, w, s.body)
 
 
 def _if(em: Emitter, w: Writer, s: If) -> None:

@@ -71,6 +71,7 @@ class Emitter:
     hoisted: set = field(default_factory=set)  # variables the hoist pass bound
     strict: bool = False  # out-of-range global element accesses are faults (jit/bounds.py)
     safe: dict = field(default_factory=dict)  # global name -> T.annotate_safe_value's value
+    direct: dict = field(default_factory=dict)  # id(For) -> jit/direct.py's DirectLoop
 
     # -------------------------------------------------------------- names
 
