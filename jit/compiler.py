@@ -19,7 +19,7 @@ from tilepy.jit.lower import Lowered, lower
 from tilepy.jit.notes import compiling
 from tilepy.jit.runtime import numba_namespace, py_namespace
 from tilepy.jit.scalars import storage_codec
-from tilepy.precision.numba_target import configure
+from tilepy.precision.numba_target import configure, configure_target
 
 TIERS = ("numba", "py")
 _LOCK = threading.RLock()
@@ -121,7 +121,7 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool, fuse: bool,
            strict: bool = False) -> CompiledKernel:
     if tier == "numba":
         _refuse_breakpoints(func)
-        configure()  # Numba's target before its first compile (precision/numba_target.py)
+        configure_target()  # Numba's target before its first compile or load (numba_target.py)
     low = lower(func, fast=fast, fuse=fuse, strict=strict)
     key = diskcache.key(low.source, tier=tier, fast=fast, slp=low.slp)
     path, pyfunc = diskcache.load_module(func.name, key, low.source, low.entry)
@@ -148,7 +148,7 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool, fuse: bool,
                 g[name] = numba.njit(error_model="numpy", cache=disk, **extra)(g[name])
         cached = disk and diskcache.has_machine_code(path, low.entry)
         with compiling(func.name + (" [fast]" if fast else ""), cached):
-            fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast)
+            fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast, cached=cached)
     views = tuple(_view_dtype(p) for p in func.params)
     return CompiledKernel(func, low.source, tier, fast, path, fn, low.args, views,
                           low.blas_in_blocks)
@@ -183,20 +183,23 @@ def signature(func: PrimFunc):
     return types.none(*arrs, *([types.int64] * len(func.sizes)))
 
 
-def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str, fast: bool):
+def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str, fast: bool,
+          cached: bool = False):
     """The kernel compiled now (the signature is explicit, so its block functions and
     helpers compile with it), with LLVM's SLP vectoriser as `low.slp` says; on after it,
-    for whatever Numba compiles next in the process, as before that choice existed."""
+    for whatever Numba compiles next in the process, as before that choice existed.
+    `cached` (Numba's index exists): first try the light load of jit/cacheload.py."""
     import numba
 
     numba.config.SLP_VECTORIZE = int(low.slp)  # gemm needs it, folds lose (Lowered.slp)
     try:
-        return _njit_once(func, pyfunc, cache, path, fast)
+        return _njit_once(func, pyfunc, cache, path, fast, cached)
     finally:
         numba.config.SLP_VECTORIZE = 1
 
 
-def _njit_once(func: PrimFunc, pyfunc, cache: bool, path: str, fast: bool):
+def _njit_once(func: PrimFunc, pyfunc, cache: bool, path: str, fast: bool,
+               cached: bool = False):
     import numba
 
     opts = dict(parallel=True, error_model="numpy", cache=cache)
@@ -204,6 +207,13 @@ def _njit_once(func: PrimFunc, pyfunc, cache: bool, path: str, fast: bool):
         from tilepy.jit.fast import options
 
         opts.update(options())
+    if cache and cached:
+        from tilepy.jit.cacheload import load
+
+        fn = load(pyfunc, signature(func), opts)
+        if fn is not None:
+            return fn
+    configure()  # before Numba refreshes its registries: no scipy.linalg (numba_target.py)
     try:
         return numba.njit(signature(func), **opts)(pyfunc)
     except Exception as e:  # noqa: BLE001 - typing errors, or a corrupted cache file

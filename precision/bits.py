@@ -10,9 +10,11 @@ from llvmlite import ir as llvm_ir
 from numba import types
 from numba.extending import intrinsic
 
-from tilepy.precision.numba_target import configure
+from tilepy.precision.numba_target import configure_target
 
-configure()  # before Numba's first compile in this process: vector width (numba_target.py)
+# before Numba's first compile in this process: vector width (numba_target.py); what
+# compiles calls configure() too (codecs.py, jit/compiler.py)
+configure_target()
 
 
 @intrinsic

@@ -4,6 +4,8 @@ Vector width never changes an exact kernel's bits (the contract fixes every roun
 speed-up is in docs/perf-log.md. tilepy compiles Numba code only after `configure()` ran:
 from codecs.py (which every precision Numba module imports) or from jit/compiler.py. It
 also keeps Numba's start from importing scipy.linalg where no code uses BLAS.
+`configure_target()` is the first part alone, for code that may only load cached machine
+code (jit/cacheload.py) and calls `configure()` before anything compiles.
 """
 
 from __future__ import annotations
@@ -14,6 +16,13 @@ _done = False
 
 
 def configure() -> None:
+    """`configure_target()`, and Numba's array library imported without its BLAS check
+    (`_defer_blas_check`). Run it before Numba compiles or refreshes its registries."""
+    configure_target()
+    _defer_blas_check()
+
+
+def configure_target() -> None:
     """Prefer 512-bit vectors in Numba code where the CPU has them. Numba builds its target
     machine once per process, at its first compile, so this must run before that. It
     changes nothing when:
@@ -29,7 +38,6 @@ def configure() -> None:
         return
     _done = True
     _prefer_512_bit_vectors()
-    _defer_blas_check()
 
 
 def _prefer_512_bit_vectors() -> None:
