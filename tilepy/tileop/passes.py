@@ -187,12 +187,12 @@ def _plain_gemm(node: Node):
     return gm
 
 
-def _b2b_tiles(m, names: list[str], bk1: int, hidden_cols: int):
+def _b2b_tiles(m, names: list[str], bk1: int, cols: int):
     """Tiles of the fused op, or None where its output columns do not fit one block. The
     chunk sizes do not change the bits: a sum's fold starts from +0.0, so it is never
     -0.0, and the +0 products (0 * 0) a chunk past the end adds leave it as it is."""
     bm, _, bh, _ = schedule.b2b_tiles()
-    bn = max(16, -(-hidden_cols // 16) * 16)
+    bn = max(16, -(-cols // 16) * 16)
     budget = schedule.caches().l2 // 2
     while bm > 16 and 4 * bn * (bm + bh) > budget:
         bm //= 2
