@@ -89,6 +89,18 @@ def test_back_to_back_chunks_padded_past_the_hidden_size_keep_the_bits():
     assert tilepy.compile(mlp)(*args).tobytes() == want.tobytes()
 
 
+def test_a_tile_op_written_as_back_to_back_gemms_is_one_launch():
+    """The MLP block written as one tile op: the same lowering, with 16-column blocks
+    (each recomputes the intermediate's chunks), equal to its index expression and to
+    the graph of three ops."""
+    args = (rand(20, 24), rand(24, 40), rand(40), rand(40, 40))
+    ir = str(ops.mlp_block.kernel.ir)
+    assert ir.count("T.gemm(") == 2 and ir.count("T.Kernel((N + 15) // 16") == 1
+    got = ops.mlp_block(*args)
+    assert got.tobytes() == ops.mlp_block.reference(*args).tobytes()
+    assert got.tobytes() == tilepy.compile(mlp, fuse=False)(*args).tobytes()
+
+
 def mlp_two_uses(x, w1, b1, w2):
     h = ops.bias_gelu(ops.matmul(x, w1), b1)
     return ops.matmul(h, w2), ops.row_sum(h)
