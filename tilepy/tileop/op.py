@@ -137,7 +137,7 @@ def choose_tiles(body: OpBody, user: dict, where: Loc) -> dict[str, int]:
         g = match_gemm(body, e, names)
         m = None if g else match_implicit(body, e, names, reds_of(body, e))
         b2b = None if g or m else match_b2b(body, e, names)
-        if b2b is not None:  # the block's width of the inner result is l's tile
+        if b2b is not None:  # rows, columns, chunks of the inner result and of its sum
             b2b_names = names + [b2b.outer.var.name, b2b.inner.var.name]
             for n, t in zip(b2b_names, schedule.b2b_tiles()):
                 tiles.setdefault(n, t)

@@ -194,9 +194,14 @@ def _b2b_tiles(m, names: list[str], bk1: int, cols: int):
     bm, _, bh, _ = schedule.b2b_tiles()
     bn = max(16, -(-cols // 16) * 16)
     budget = schedule.caches().l2 // 2
-    while bm > 16 and 4 * bn * (bm + bh) > budget:
+    acc, w2 = m.outer.out.dtype.np_dtype.itemsize, m.w2.buffer.dtype.np_dtype.itemsize
+
+    def block_bytes(rows: int) -> int:  # the accumulator and one chunk of w2
+        return bn * (rows * acc + bh * w2)
+
+    while bm > 16 and block_bytes(bm) > budget:
         bm //= 2
-    if 4 * bn * (bm + bh) > budget:
+    if block_bytes(bm) > budget:
         return None
     return {names[0]: bm, names[1]: bn, m.outer.name: bh, m.inner.name: bk1}
 
