@@ -1,6 +1,8 @@
 """Op graphs: tilepy.compile(fn) traces tile ops, fuses element-wise epilogues into their
 producer, and gives interp(unfused) == interp(fused) == jit(fused), bit for bit."""
 
+import os
+
 import numpy as np
 
 import tilepy
@@ -99,6 +101,22 @@ def test_a_tile_op_written_as_back_to_back_gemms_is_one_launch():
     got = ops.mlp_block(*args)
     assert got.tobytes() == ops.mlp_block.reference(*args).tobytes()
     assert got.tobytes() == tilepy.compile(mlp, fuse=False)(*args).tobytes()
+
+
+def test_back_to_back_rows_per_block_grow_with_the_rows():
+    """64 rows per block; up to 256 where each core still gets 4 row blocks (traced on
+    arrays that take no memory)."""
+    def zeros(*shape):
+        return np.broadcast_to(np.float32(0), shape)
+
+    def rows_tile(tokens):
+        args = (zeros(tokens, 16), zeros(16, 24), zeros(24), zeros(24, 8))
+        return tilepy.compile(mlp).trace(*args).nodes[0].op.tiles["i"]
+
+    cores = os.cpu_count() or 1
+    assert rows_tile(512) == 64 or cores == 1
+    assert rows_tile(64 * 8 * cores - 1) == 64
+    assert rows_tile(256 * 4 * cores) == 256
 
 
 def mlp_two_uses(x, w1, b1, w2):

@@ -6,6 +6,7 @@ that either backend runs; tests compare the graph before and after, bit for bit.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from tilepy.ir.expr import Const, Load, Var
 from tilepy.tileop import schedule
@@ -168,7 +169,7 @@ def _back_to_back(nodes: list[Node], g: Graph, cons: Node):
     body.reds = [dataclasses.replace(r, name=r.var.name) for r in body.reds]
     m = match_b2b(body, body.outs[0], list(body.index)[:2])
     tiles = m and _b2b_tiles(m, list(body.index)[:2], prod.op.tiles[pm.red.var.name],
-                             cons.outputs[0].shape[1])
+                             *cons.outputs[0].shape)
     if not tiles:
         return None
     return pi, Node(TileOp(None, body=body, tiles=tiles), inputs, cons.outputs)
@@ -187,9 +188,9 @@ def _plain_gemm(node: Node):
     return gm
 
 
-def _b2b_tiles(m, names: list[str], bk1: int, cols: int):
+def _b2b_tiles(m, names: list[str], bk1: int, rows: int, cols: int):
     """Tiles of the fused op, or None where its output columns do not fit one block. The
-    chunk sizes do not change the bits: a sum's fold starts from +0.0, so it is never
+    tile sizes do not change the bits: a sum's fold starts from +0.0, so it is never
     -0.0, and the +0 products (0 * 0) a chunk past the end adds leave it as it is."""
     bm, _, bh, _ = schedule.b2b_tiles()
     bn = max(16, -(-cols // 16) * 16)
@@ -203,6 +204,10 @@ def _b2b_tiles(m, names: list[str], bk1: int, cols: int):
         bm //= 2
     if block_bytes(bm) > budget:
         return None
+    # taller blocks stream both weight matrices fewer times; keep 4 row blocks per core
+    while bm < 256 and rows >= 8 * bm * (os.cpu_count() or 1) and \
+            block_bytes(2 * bm) <= budget:
+        bm *= 2
     return {names[0]: bm, names[1]: bn, m.outer.name: bh, m.inner.name: bk1}
 
 
