@@ -165,3 +165,13 @@ def attention2d(q: Tensor[S1, E1], k: Tensor[S1, E1], v: Tensor[S1, E1]) -> Tens
     z = sum(T.exp(sum(q[i, e] * k[l, e] for e in range(E1)) - m) for l in range(S1))
     return sum(T.exp(sum(q[i, e] * k[l, e] for e in range(E1)) - m) * v[l, j]
                for l in range(S1)) / z
+
+
+Hd = T.symbolic("Hd")
+
+
+@tile_op(tiles={"j": 16})
+def mlp_block(x: Tensor[M, K], w1: Tensor[K, Hd], b1: Tensor[Hd], w2: Tensor[Hd, N]) \
+        -> Tensor[M, N]:
+    return sum(gelu(sum(x[i, e] * w1[e, l] for e in range(K)) + b1[l]) * w2[l, j]
+               for l in range(Hd))

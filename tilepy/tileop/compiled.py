@@ -28,8 +28,9 @@ def compile(func, out_idx=None, **options):  # noqa: A001 - TileLang's name
 class CompiledGraph:
     """What `tilepy.compile(fn)` returns: call it with arrays."""
 
-    def __init__(self, fn, fuse: bool = True, plan: bool = True):
+    def __init__(self, fn, fuse: bool = True, plan: bool = True, passes=None):
         self.fn, self.fuse, self.plan = fn, fuse, plan
+        self.passes = PASSES if passes is None else tuple(passes)  # run when fuse
         self.__name__ = getattr(fn, "__name__", "graph")
         self._graphs: dict = {}
 
@@ -61,7 +62,7 @@ class CompiledGraph:
                                 "tuple of them)", _caller_loc())
         g.outputs = outs
         if self.fuse:
-            for p in PASSES:
+            for p in self.passes:
                 g = p(g)
         return g
 

@@ -36,6 +36,7 @@ from tilepy.ir.stmt import (
 )
 from tilepy.ir.tileops import reduce_identity
 from tilepy.ir.types import Scope, int32
+from tilepy.tileop.backtoback import BackToBackLaunch, match_b2b
 from tilepy.tileop.body import OpBody, Red, free_indices
 from tilepy.tileop.contract import (  # noqa: F401 - match_gemm, reds_of, loads_of are API
     _ONE,
@@ -98,7 +99,10 @@ class _Lowering:
             return Launch(grid, (bx, by), (128,), tuple(la.allocs) + tuple(la.stmts),
                           loc=loc)
         grid, bvars, ctx = la.grid(out, names)
-        if g is not None:
+        b2b = None if g or m else match_b2b(self.body, e, names)
+        if b2b is not None:
+            la.back_to_back(b2b, ctx, names)
+        elif g is not None:
             la.gemm(g, ctx, names)
         else:
             la.reductions(reds_of(self.body, e), None, ctx, la.stmts)
@@ -107,7 +111,7 @@ class _Lowering:
         return Launch(tuple(grid), tuple(bvars), (128,), body, loc=loc)
 
 
-class _Launch(Contractions):
+class _Launch(Contractions, BackToBackLaunch):
     """The statements of one launch: allocations first, then the computation."""
 
     def __init__(self, low: _Lowering, loc):

@@ -16,6 +16,7 @@ from tilepy.ir.types import DType
 from tilepy.kernel import Kernel, bind_arguments
 from tilepy.precision.formats import get_format
 from tilepy.tileop import schedule
+from tilepy.tileop.backtoback import match_b2b
 from tilepy.tileop.body import BodyTranslator, OpBody
 from tilepy.tileop.graph import Value, record
 from tilepy.tileop.implicit import match_implicit
@@ -135,7 +136,12 @@ def choose_tiles(body: OpBody, user: dict, where: Loc) -> dict[str, int]:
         names = list(body.index)[:len(out.shape)]
         g = match_gemm(body, e, names)
         m = None if g else match_implicit(body, e, names, reds_of(body, e))
-        if g is not None or m is not None:
+        b2b = None if g or m else match_b2b(body, e, names)
+        if b2b is not None:  # rows, columns, chunks of the inner result and of its sum
+            b2b_names = names + [b2b.outer.var.name, b2b.inner.var.name]
+            for n, t in zip(b2b_names, schedule.b2b_tiles()):
+                tiles.setdefault(n, t)
+        elif g is not None or m is not None:
             red, a = (g.red, g.a) if g else (m.red, m.a)
             bm, bn, bk = schedule.gemm_tiles(a.dtype.np_dtype.itemsize,
                                              red.out.dtype.np_dtype.itemsize)

@@ -5,7 +5,12 @@ that either backend runs; tests compare the graph before and after, bit for bit.
 
 from __future__ import annotations
 
-from tilepy.ir.expr import Const, Var
+import dataclasses
+import os
+
+from tilepy.ir.expr import Const, Load, Var
+from tilepy.tileop import schedule
+from tilepy.tileop.backtoback import match_b2b
 from tilepy.tileop.fuse import fuse_bodies, is_elementwise, loads_identity
 from tilepy.tileop.graph import Graph, Node
 from tilepy.tileop.implicit import match_implicit
@@ -121,4 +126,89 @@ def _scheduled_as_gemm(body) -> bool:
     return False
 
 
-PASSES = (fuse_epilogues, fuse_producers)
+def fuse_back_to_back(g: Graph) -> Graph:
+    """Back-to-back gemm fusion: a gemm (with its epilogue) whose output's only use is the
+    A operand of another gemm becomes one op, computed per block of rows with the
+    intermediate in a block-local tile (tilepy/tileop/backtoback.py): the same folds in the
+    same order, so the unfused graph's bits. The second gemm's output columns must fit
+    one block (else each column block would recompute the intermediate)."""
+    nodes = list(g.nodes)
+    changed = True
+    while changed:
+        changed = False
+        for ci, cons in enumerate(nodes):
+            got = _back_to_back(nodes, g, cons)
+            if got is not None:
+                pi, nodes[ci] = got  # at the consumer's place, as fuse_epilogues does
+                del nodes[pi]
+                changed = True
+                break
+    return Graph(g.inputs, nodes, g.outputs)
+
+
+def _back_to_back(nodes: list[Node], g: Graph, cons: Node):
+    """(producer's index, the fused node) when cons's A operand is a gemm's only use."""
+    gm = _plain_gemm(cons)
+    if gm is None:
+        return None
+    k = [b.name for b in cons.op.body.sig.params].index(gm.a.buffer.name)
+    v = cons.inputs[k]
+    pi = next((n for n, p in enumerate(nodes) if v in p.outputs), None)
+    uses = sum(x is v for n in nodes for x in n.inputs)
+    if pi is None or uses != 1 or v in g.outputs or len(nodes[pi].outputs) != 1:
+        return None
+    prod = nodes[pi]
+    pm = _plain_gemm(prod)
+    reads_v = [ld for e in cons.op.body.outs + [r.body for r in cons.op.body.reds]
+               for ld in reads(e, gm.a.buffer.name)]
+    if pm is None or len(reads_v) != 1:
+        return None
+    body = inline_body(prod.op.body, cons.op.body, k)
+    inputs = [x for n, x in enumerate(cons.inputs) if n != k] + list(prod.inputs)
+    body, inputs = merge_params(body, inputs)
+    body.reds = [dataclasses.replace(r, name=r.var.name) for r in body.reds]
+    m = match_b2b(body, body.outs[0], list(body.index)[:2])
+    tiles = m and _b2b_tiles(m, list(body.index)[:2], prod.op.tiles[pm.red.var.name],
+                             *cons.outputs[0].shape)
+    if not tiles:
+        return None
+    return pi, Node(TileOp(None, body=body, tiles=tiles), inputs, cons.outputs)
+
+
+def _plain_gemm(node: Node):
+    """The GemmMatch of a one-output node lowered as a gemm with plain-load operands in
+    the (i, k) x (k, j) orientation, else None."""
+    body = node.op.body
+    if len(node.outputs) != 1 or len(body.sig.outputs[0].shape) != 2:
+        return None
+    gm = match_gemm(body, body.outs[0], list(body.index)[:2])
+    if gm is None or gm.trans_a or gm.trans_b or not isinstance(gm.a, Load) or \
+            not isinstance(gm.b, Load):
+        return None
+    return gm
+
+
+def _b2b_tiles(m, names: list[str], bk1: int, rows: int, cols: int):
+    """Tiles of the fused op, or None where its output columns do not fit one block. The
+    tile sizes do not change the bits: a sum's fold starts from +0.0, so it is never
+    -0.0, and the +0 products (0 * 0) a chunk past the end adds leave it as it is."""
+    bm, _, bh, _ = schedule.b2b_tiles()
+    bn = max(16, -(-cols // 16) * 16)
+    budget = schedule.caches().l2 // 2
+    acc, w2 = m.outer.out.dtype.np_dtype.itemsize, m.w2.buffer.dtype.np_dtype.itemsize
+
+    def block_bytes(rows: int) -> int:  # the accumulator and one chunk of w2
+        return bn * (rows * acc + bh * w2)
+
+    while bm > 16 and block_bytes(bm) > budget:
+        bm //= 2
+    if block_bytes(bm) > budget:
+        return None
+    # taller blocks stream both weight matrices fewer times; keep 4 row blocks per core
+    while bm < 256 and rows >= 8 * bm * (os.cpu_count() or 1) and \
+            block_bytes(2 * bm) <= budget:
+        bm *= 2
+    return {names[0]: bm, names[1]: bn, m.outer.name: bh, m.inner.name: bk1}
+
+
+PASSES = (fuse_epilogues, fuse_producers, fuse_back_to_back)

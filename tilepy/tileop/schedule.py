@@ -85,3 +85,9 @@ def row_tiles(bytes_per_row_element: int, c: Caches | None = None,
     while bm < 64 and 2 * bm * bn * bytes_per_row_element <= c.l2 // 4:
         bm *= 2
     return bm, bn
+
+
+def b2b_tiles() -> tuple[int, int, int, int]:
+    """(bm, bn, bh, be) for back-to-back contractions (tilepy/tileop/backtoback.py): rows,
+    output columns, the chunk of the inner result's columns, the inner reduction's chunk."""
+    return 64, 256, 64, 32
