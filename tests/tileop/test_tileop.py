@@ -125,7 +125,7 @@ def test_kernel_ir_verifies_and_names_the_users_lines():
     assert "ops.py:" in text
     # a row that is one chunk divides the sum's chunk of exponentials instead of redoing it
     assert "if N <= 1024:" in text
-    assert re.search(r"= chunk_1\[(i_t_\d+), j_t\] / red_1\[\1\]", text), text
+    assert re.search(r"= chunk\[(i_t_\d+), j_t\] / red_1\[\1\]", text), text
     assert "v = x_tile[i_t, j_t] + b_tile[j_t]" in str(ops.bias_gelu.kernel.ir)  # one Let
     assert ops.matmul_bias_relu.tiles == {"i": 16, "j": 32, "k": 8}
 
@@ -214,10 +214,21 @@ def test_softmax_reads_x_once_when_the_row_is_one_chunk():
     assert len(copies) == 3  # the max pass, the guarded one, the output's long-row branch
     assert "if N > 1024:" in ir
     # the tail masks compare the loop variable with an invariant (the JIT makes that the
-    # loop's bound), and the output is divided in place in the exp chunk
+    # loop's bound); the exponentials overwrite that copy of x and the output divides
+    # them in place: one (rows, 1024) chunk per block, as in the library's kernel
     assert "if k_t >= N - ko * 1024:" in ir
-    assert "chunk_1[i_t_3, j_t] = chunk_1[i_t_3, j_t] / red_1[i_t_3]" in ir
-    assert "out_tile" not in ir
+    assert "chunk[i_t_1, k_t_1] = T.exp(chunk[i_t_1, k_t_1] - red[i_t_1])" in ir
+    assert "chunk[i_t_3, j_t] = chunk[i_t_3, j_t] / red_1[i_t_3]" in ir
+    assert "chunk_1" not in ir and "out_tile" not in ir
+
+
+def test_a_chunk_whose_values_the_output_reads_is_not_overwritten():
+    """layernorm's output reads x[i, j], which the mean pass's chunk holds: the variance
+    pass computes its squares into a chunk of its own."""
+    ir = str(ops.layernorm.kernel.ir)
+    assert "chunk_1[" in ir and "T.copy(x[" in ir
+    x, g, b = rand(5, 300), rand(300), rand(300)
+    assert same(ops.layernorm(x, g, b), ops.layernorm.reference(x, g, b))
 
 
 def test_attention_contracts_with_t_gemm_and_computes_the_scores_once_per_row():
