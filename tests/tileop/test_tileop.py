@@ -169,9 +169,14 @@ def test_the_jit_gives_the_interpreters_bits():
                         (ops.conv2d, (rand(2, 9, 10, 5), rand(3, 3, 5, 7)))])
 
 
-@pytest.mark.exhaustive  # the attention row kernel's compile (about half a minute here)
+@pytest.mark.exhaustive  # the attention row kernel's compiles (about half a minute each)
 def test_the_jit_gives_the_interpreters_bits_for_attention():
     _jit_equals_interp([(ops.attention, tuple(rand(1, 2, 13, 8) for _ in range(3)))])
+    panels = ops.attention.kernel_with({"i": 8, "d": 8, "e": 8, "l": 128})
+    args = tuple(rand(1, 2, 200, 8) for _ in range(3))  # two key chunks, gemms in panels
+    with tilepy.backend("jit"):
+        got = panels(*args)
+    assert got.tobytes() == np.asarray(ops.attention.reference(*args)).tobytes()
 
 
 def _jit_equals_interp(cases) -> None:
@@ -239,5 +244,22 @@ def test_attention_contracts_with_t_gemm_and_computes_the_scores_once_per_row():
     ir = str(ops.attention.kernel.ir)
     assert ir.count("T.gemm(") == 4 and ir.count("if S > 16:") == 3
     assert ir.count("T.exp(") == 2
-    assert "operand_shared_6[i_t_8, l_t_8] = chunk_1[0, 0, i_t_8, l_t_8]" in ir
     assert "T.reduce_sum(" in ir and ir.count("T.reduce_") == 2  # the max and the sum
+    # q, k and v are copied into shared tiles in their own layout (k^T is the gemm's
+    # transpose), and the sum's chunk of exponentials is the output gemm's A operand
+    assert "T.gemm(q_shared, k_shared, red_1, transpose_B=True)" in ir
+    assert "T.gemm(chunk_1_mat, v_shared, red_3)" in ir and "operand_shared" not in ir
+
+
+def test_attention_gemms_run_in_panels_of_the_gemm_tile():
+    """With the model's 256-key chunks the scores' gemm runs per 64 columns and the
+    output's per 64 keys (k ascending), so each B panel stays in L1: the same bits."""
+    tiles = {"i": 8, "d": 8, "e": 8, "l": 128}
+    ir = str(ops.attention.kernel_with(tiles).ir)
+    assert "T.gemm(q_shared, k_shared[p * 64:p * 64 + 64, 0:8], red_1[0:8, p * 64:p * 64 " \
+        "+ 64], transpose_B=True)" in ir
+    assert "T.gemm(chunk_1_mat[0:8, p_3 * 64:p_3 * 64 + 64], v_shared[p_3 * 64:p_3 * 64 + " \
+        "64, 0:8], red_3)" in ir
+    for s in (128, 200):  # one chunk of keys; two, the last one partial
+        args = tuple(rand(1, 2, s, 8) for _ in range(3))
+        assert same(ops.attention.kernel_with(tiles)(*args), ops.attention.reference(*args))

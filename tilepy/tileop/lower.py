@@ -197,7 +197,8 @@ class _Launch(Contractions):
         copied = ld is not None and is_tile_access(ld, inner)  # the chunk is a tile
         shared = self.share_chunks(red, dims, bk, inner, loop) \
             if where is self.stmts and not copied else []
-        t = self.overwrite(red, shared, shape + (bk,), acc) or \
+        view = None if copied else self.fragment_view(red, dims, shape + (bk,), acc)
+        t = view or self.overwrite(red, shared, shape + (bk,), acc) or \
             self.alloc("chunk", shape + (bk,), acc)
         if where is self.stmts:
             self.chunks[red.out.name] = (t, dims, bk, red)
@@ -205,7 +206,7 @@ class _Launch(Contractions):
             loop.append(Copy(_region(ld, inner), full_region(t), loc=red.loc))
             if where is self.stmts and t.dtype == ld.buffer.dtype:
                 self.row_chunks.append((t, _canon(ld, red.var.name), red.extent, bk, dims))
-        else:
+        elif view is None:
             local = self.locals(dims + [red.var.name], inner)
             value = self.subst(red.body, local, inner, loop)
             idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
@@ -219,6 +220,24 @@ class _Launch(Contractions):
                            clear=False, loc=red.loc))
         where.append(For(ko, _ZERO, ceildiv(red.extent, bk), _ONE, ForKind.SERIAL,
                          tuple(loop), loc=red.loc))
+
+    def fragment_view(self, red: Red, dims: list[str], shape: tuple, dt) -> Buffer | None:
+        """When the body is a contraction computed per chunk of this reduction (the scores
+        whose max attention takes), its fragment re-viewed as the chunk: no copy. The tail
+        mask then writes the identity into the contraction's values past the end of the
+        range, which every reader of them masks too."""
+        b = red.body
+        if not isinstance(b, Var) or b.name not in self.red_frags:
+            return None
+        frag, fdims = self.red_frags[b.name]
+        mine = [(d, n) for d, n in zip(dims + [red.var.name], shape) if n > 1]
+        theirs = [(d, int(n.value)) for d, n in zip(fdims, frag.shape) if int(n.value) > 1]
+        if frag.dtype != dt or frag.data is not None or mine != theirs:
+            return None
+        view = Buffer(self.low.fresh("chunk"), tuple(Const(n, int32) for n in shape), dt,
+                      frag.scope, data=frag)
+        self.allocs.append(Alloc(view, loc=self.loc))
+        return view
 
     def share_chunks(self, red: Red, dims: list[str], bk: int, inner: dict,
                      loop: list) -> list:
