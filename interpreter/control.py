@@ -69,7 +69,10 @@ def _alloc(ctx: Ctx, s: S.Alloc, mask) -> None:
             f"allocated at block level; got one per parallel iteration", loc=s.loc,
             hint="move the T.alloc_* call before the T.Parallel loop")
     shape = (ctx.B,) + ctx.static_shape(s.buffer)
-    ctx.local[s.buffer.name] = np.zeros(shape, dtype=s.buffer.dtype.np_dtype)
+    if s.buffer.data is not None and not ctx.is_global(s.buffer):  # a re-view: its storage
+        ctx.local[s.buffer.name] = ctx.storage(s.buffer.data).reshape(shape)
+    else:
+        ctx.local[s.buffer.name] = np.zeros(shape, dtype=s.buffer.dtype.np_dtype)
     ctx.local_bufs[s.buffer.name] = s.buffer
     if s.buffer.data is None and ctx.shared.sanitize:
         ctx.init[s.buffer.name] = np.zeros(shape, dtype=bool)

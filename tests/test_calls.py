@@ -234,6 +234,21 @@ def test_read_only_inputs_work_and_a_written_read_only_array_is_refused(backend)
         e.message
 
 
+def test_which_parameters_a_kernel_writes_is_found_once(monkeypatch):
+    """The read-only check walks the kernel's body once, not at every call (a cost that
+    grows with the kernel's size, paid by every call of a large one)."""
+    import tilepy.kernel as kernel_module
+
+    walks = []
+    real = kernel_module.written_params
+    monkeypatch.setattr(kernel_module, "written_params", lambda f: walks.append(f) or real(f))
+    k, x = scale2(bm=2, bn=2), np.ones((2, 2), np.float32)
+    with tilepy.backend("interp"):
+        for _ in range(3):
+            np.testing.assert_array_equal(k(x), 2 * x)
+    assert len(walks) == 1
+
+
 def test_an_allreduce_result_feeds_a_jit_kernel(monkeypatch):
     from tilepy.parallel import launch
 

@@ -186,7 +186,7 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
         raise ArgumentError(f"{func.name} takes {len(inputs)} array(s) ({names}); got "
                             f"{len(args)}", loc)
     arrays: dict[str, np.ndarray] = {}
-    written = written_params(func)  # one walk of the body per call, not one per argument
+    written = _written(func)
     args = [np.full(1, a, b.dtype.np_dtype) if _is_number(a) and b.static_shape() == (1,)
             and b.name not in written else a  # a float scalar parameter's value
             for b, a in zip(inputs, args)]
@@ -201,6 +201,19 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
         buf = func.params[i]
         arrays[buf.name] = np.zeros(_output_shape(func, buf, sizes, loc), buf.dtype.np_dtype)
     return arrays, sizes
+
+
+_WRITTEN: dict[int, tuple[PrimFunc, frozenset[str]]] = {}
+
+
+def _written(func: PrimFunc) -> frozenset[str]:
+    """written_params(func), found once per PrimFunc: it walks the whole body, a cost per
+    call that grew with the kernel's size (a row kernel with contractions paid it in every
+    call)."""
+    hit = _WRITTEN.get(id(func))
+    if hit is None or hit[0] is not func:
+        hit = _WRITTEN[id(func)] = (func, written_params(func))
+    return hit[1]
 
 
 def _is_number(v) -> bool:

@@ -102,6 +102,28 @@ def test_cumsum_forward_and_reverse_and_re_view():
     assert np.array_equal(r, np.add.accumulate(x.reshape(-1)[::-1])[::-1])
 
 
+def test_a_re_view_of_a_fragment_shares_its_storage():
+    """`T.Tensor(shape, dtype, frag.data)` inside a kernel views the fragment's storage:
+    a write through one name is read through the other (the interpreter gave the view
+    storage of its own, all zeros)."""
+    @T.prim_func
+    def k(X: T.Tensor((4, 8), "float32"), Y: T.Tensor((32,), "float32"),
+          Z: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_fragment((1, 4, 8), "float32")
+            flat = T.Tensor((32,), "float32", a.data)
+            T.copy(X, a)
+            T.copy(flat, Y)
+            for i in T.Parallel(32):
+                flat[i] = flat[i] * 2.0
+            T.copy(a, Z)
+
+    x = np.random.default_rng(3).standard_normal((4, 8)).astype(np.float32)
+    y, z = np.zeros(32, np.float32), np.zeros((4, 8), np.float32)
+    _interp(k, x, y, z)
+    assert np.array_equal(y, x.reshape(-1)) and np.array_equal(z, x * 2)
+
+
 def test_bit_ops_shifts_and_reinterpret():
     @T.prim_func
     def k(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "int32")):

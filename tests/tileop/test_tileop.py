@@ -125,7 +125,7 @@ def test_kernel_ir_verifies_and_names_the_users_lines():
     assert "ops.py:" in text
     # a row that is one chunk divides the sum's chunk of exponentials instead of redoing it
     assert "if N <= 1024:" in text
-    assert re.search(r"= chunk_1\[(i_t_\d+), j_t\] / red_1\[\1\]", text), text
+    assert re.search(r"= chunk\[(i_t_\d+), j_t\] / red_1\[\1\]", text), text
     assert "v = x_tile[i_t, j_t] + b_tile[j_t]" in str(ops.bias_gelu.kernel.ir)  # one Let
     assert ops.matmul_bias_relu.tiles == {"i": 16, "j": 32, "k": 8}
 
@@ -169,9 +169,14 @@ def test_the_jit_gives_the_interpreters_bits():
                         (ops.conv2d, (rand(2, 9, 10, 5), rand(3, 3, 5, 7)))])
 
 
-@pytest.mark.exhaustive  # the attention row kernel's compile (about half a minute here)
+@pytest.mark.exhaustive  # the attention row kernel's compiles (about half a minute each)
 def test_the_jit_gives_the_interpreters_bits_for_attention():
     _jit_equals_interp([(ops.attention, tuple(rand(1, 2, 13, 8) for _ in range(3)))])
+    panels = ops.attention.kernel_with({"i": 8, "d": 8, "e": 8, "l": 128})
+    args = tuple(rand(1, 2, 200, 8) for _ in range(3))  # two key chunks, gemms in panels
+    with tilepy.backend("jit"):
+        got = panels(*args)
+    assert got.tobytes() == np.asarray(ops.attention.reference(*args)).tobytes()
 
 
 def _jit_equals_interp(cases) -> None:
@@ -214,10 +219,21 @@ def test_softmax_reads_x_once_when_the_row_is_one_chunk():
     assert len(copies) == 3  # the max pass, the guarded one, the output's long-row branch
     assert "if N > 1024:" in ir
     # the tail masks compare the loop variable with an invariant (the JIT makes that the
-    # loop's bound), and the output is divided in place in the exp chunk
+    # loop's bound); the exponentials overwrite that copy of x and the output divides
+    # them in place: one (rows, 1024) chunk per block, as in the library's kernel
     assert "if k_t >= N - ko * 1024:" in ir
-    assert "chunk_1[i_t_3, j_t] = chunk_1[i_t_3, j_t] / red_1[i_t_3]" in ir
-    assert "out_tile" not in ir
+    assert "chunk[i_t_1, k_t_1] = T.exp(chunk[i_t_1, k_t_1] - red[i_t_1])" in ir
+    assert "chunk[i_t_3, j_t] = chunk[i_t_3, j_t] / red_1[i_t_3]" in ir
+    assert "chunk_1" not in ir and "out_tile" not in ir
+
+
+def test_a_chunk_whose_values_the_output_reads_is_not_overwritten():
+    """layernorm's output reads x[i, j], which the mean pass's chunk holds: the variance
+    pass computes its squares into a chunk of its own."""
+    ir = str(ops.layernorm.kernel.ir)
+    assert "chunk_1[" in ir and "T.copy(x[" in ir
+    x, g, b = rand(5, 300), rand(300), rand(300)
+    assert same(ops.layernorm(x, g, b), ops.layernorm.reference(x, g, b))
 
 
 def test_attention_contracts_with_t_gemm_and_computes_the_scores_once_per_row():
@@ -228,5 +244,22 @@ def test_attention_contracts_with_t_gemm_and_computes_the_scores_once_per_row():
     ir = str(ops.attention.kernel.ir)
     assert ir.count("T.gemm(") == 4 and ir.count("if S > 16:") == 3
     assert ir.count("T.exp(") == 2
-    assert "operand_shared_6[i_t_8, l_t_8] = chunk_1[0, 0, i_t_8, l_t_8]" in ir
     assert "T.reduce_sum(" in ir and ir.count("T.reduce_") == 2  # the max and the sum
+    # q, k and v are copied into shared tiles in their own layout (k^T is the gemm's
+    # transpose), and the sum's chunk of exponentials is the output gemm's A operand
+    assert "T.gemm(q_shared, k_shared, red_1, transpose_B=True)" in ir
+    assert "T.gemm(chunk_1_mat, v_shared, red_3)" in ir and "operand_shared" not in ir
+
+
+def test_attention_gemms_run_in_panels_of_the_gemm_tile():
+    """With the model's 256-key chunks the scores' gemm runs per 64 columns and the
+    output's per 64 keys (k ascending), so each B panel stays in L1: the same bits."""
+    tiles = {"i": 8, "d": 8, "e": 8, "l": 128}
+    ir = str(ops.attention.kernel_with(tiles).ir)
+    assert "T.gemm(q_shared, k_shared[p * 64:p * 64 + 64, 0:8], red_1[0:8, p * 64:p * 64 " \
+        "+ 64], transpose_B=True)" in ir
+    assert "T.gemm(chunk_1_mat[0:8, p_3 * 64:p_3 * 64 + 64], v_shared[p_3 * 64:p_3 * 64 + " \
+        "64, 0:8], red_3)" in ir
+    for s in (128, 200):  # one chunk of keys; two, the last one partial
+        args = tuple(rand(1, 2, s, 8) for _ in range(3))
+        assert same(ops.attention.kernel_with(tiles)(*args), ops.attention.reference(*args))

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from tilepy.frontend import exprs
 from tilepy.ir.expr import Buffer, Call, Const, Expr, Load, Region, Var, full_region
 from tilepy.ir.ops import Op
-from tilepy.ir.stmt import Copy, Fill, For, ForKind, Gemm, If, Store
+from tilepy.ir.stmt import Alloc, Copy, Fill, For, ForKind, Gemm, If, Store
 from tilepy.ir.tileops import reduce_identity
 from tilepy.ir.types import Scope, int32
 from tilepy.tileop.body import OpBody, Red, free_indices
 from tilepy.tileop.implicit import ceildiv
+from tilepy.tileop.schedule import gemm_tiles
 
 _ZERO, _ONE = Const(0, int32), Const(1, int32)
 
@@ -175,19 +176,8 @@ class Contractions:
             return buf
         name = "prologue_shared" if not always else "operand_shared"
         buf = self.alloc(name, tuple(inner[d].tile for d in dims), x.dtype, Scope.SHARED)
-        local = {n: _ZERO for n in inner if inner[n].tile == 1}  # one-element dims
-        local.update(self.locals(dims, inner))
-        comp: list = []
-        value = self.subst(x, local, inner, comp)
+        comp = self.compute_operand(x, buf, dims, dims, inner, red)
         k = inner[red.var.name]
-        if not (isinstance(red.extent, Const) and int(red.extent.value) % k.tile == 0):
-            kk = exprs.call(Op.ADD, [k.start, local[red.var.name]], red.loc)
-            zero = exprs.make_const(0, x.dtype, red.loc)
-            value = exprs.call(Op.SELECT, [exprs.call(Op.LT, [kk, red.extent], red.loc), value,
-                                           zero], red.loc)
-        lets, value = self.common(value, red.loc)
-        store = Store(buf, tuple(local[d] for d in dims), value, loc=red.loc)
-        comp.extend(self.parallel(dims, local, inner, lets + [store], red.loc))
         hit = self.chunk_holding(x, red, dims, k.tile) if always else None
         if hit is None:
             steps.extend(comp)
@@ -201,6 +191,59 @@ class Contractions:
                         tuple(self.parallel(dims, loc2, inner, [read], red.loc)),
                         loc=red.loc))
         return buf
+
+    def compute_operand(self, x: Expr, buf: Buffer, bdims: list[str], dims: list[str],
+                        inner: dict, red: Red) -> list:
+        """The statements computing operand x over `dims` into buf (indexed by `bdims`:
+        dims and one-element dims), 0 past the end of the reduction."""
+        local = {n: _ZERO for n in inner if inner[n].tile == 1}  # one-element dims
+        local.update(self.locals(dims, inner))
+        comp: list = []
+        value = self.subst(x, local, inner, comp)
+        k = inner[red.var.name]
+        if not (isinstance(red.extent, Const) and int(red.extent.value) % k.tile == 0):
+            kk = exprs.call(Op.ADD, [k.start, local[red.var.name]], red.loc)
+            zero = exprs.make_const(0, x.dtype, red.loc)
+            value = exprs.call(Op.SELECT, [exprs.call(Op.LT, [kk, red.extent], red.loc), value,
+                                           zero], red.loc)
+        lets, value = self.common(value, red.loc)
+        store = Store(buf, tuple(local[d] for d in bdims), value, loc=red.loc)
+        comp.extend(self.parallel(dims, local, inner, lets + [store], red.loc))
+        return comp
+
+    def row_operand(self, x: Expr, dims: list[str], inner: dict, steps: list,
+                    red: Red) -> tuple[Buffer, bool]:
+        """A contraction's operand inside a row kernel and whether T.gemm reads it
+        transposed. An earlier reduction's chunk holding x's values (for a one-chunk row)
+        is the operand itself, its values computed into it only for longer rows; a tile
+        read is copied into a shared tile in the tensor's own order (a copy reads 0 past
+        the end, where the range ends too), the gemm transposing it if need be (the
+        scores' k[l, e]); anything else is computed into a shared tile."""
+        k = inner[red.var.name]
+        hit = self.chunk_holding(x, red, dims, k.tile)
+        order = _order(hit[1] + [red.var.name], dims, inner) if hit else None
+        if order is not None:
+            t, tdims = hit
+            comp = self.compute_operand(x, t, tdims + [red.var.name], dims, inner, red)
+            steps.append(If(exprs.call(Op.GT, [red.extent, k.tile], red.loc), tuple(comp),
+                            loc=red.loc))
+            return self.matrix_view(t), order != dims
+        order = _order([v.name if isinstance(v, Var) else "" for v in x.indices], dims,
+                       inner) if isinstance(x, Load) and hit is None else None
+        if order is None:
+            return self.operand(x, dims, inner, steps, red, always=True), False
+        buf = self.alloc(x.buffer.name + "_shared", tuple(inner[d].tile for d in order),
+                         x.buffer.dtype, Scope.SHARED)
+        steps.append(Copy(_region(x, inner), full_region(buf), loc=red.loc))
+        return buf, order != dims
+
+    def matrix_view(self, t: Buffer) -> Buffer:
+        """t (whose leading dims are 1) re-viewed as the 2-d tile T.gemm takes."""
+        if t.ndim == 2:
+            return t
+        view = Buffer(self.low.fresh(t.name + "_mat"), t.shape[-2:], t.dtype, t.scope, data=t)
+        self.allocs.append(Alloc(view, loc=self.loc))
+        return view
 
     def chunk_holding(self, x: Expr, red: Red, dims: list[str], bk: int):
         """(chunk, its dims) of a launch-level reduction over the same range in chunks of
@@ -279,9 +322,9 @@ class Contractions:
         inner = {**ctx, red.var.name: Dim(start, bk, red.extent)}
         loop: list = []
         self.reductions(reds, red.var.name, inner, loop)
-        a_s = self.operand(a, [x, red.var.name], inner, loop, red, always=True)
-        b_s = self.operand(b, [red.var.name, y], inner, loop, red, always=True)
-        loop.append(Gemm(full_region(a_s), full_region(b_s), full_region(acc), loc=red.loc))
+        a_s, ta = self.row_operand(a, [x, red.var.name], inner, loop, red)
+        b_s, tb = self.row_operand(b, [red.var.name, y], inner, loop, red)
+        loop.extend(self.panels(a_s, ta, b_s, tb, acc, red))
         stmts.append(For(ko, _ZERO, ceildiv(red.extent, bk), _ONE, ForKind.SERIAL,
                          tuple(loop), loc=red.loc))
         if again is None:
@@ -290,6 +333,37 @@ class Contractions:
             _, ext, obk = again
             where.append(If(exprs.call(Op.GT, [ext, obk], red.loc), tuple(stmts),
                             loc=red.loc))
+
+    def panels(self, a: Buffer, ta: bool, b: Buffer, tb: bool, c: Buffer, red: Red) -> list:
+        """T.gemm(a, b, c), split into panels of the model's gemm tile width when the
+        operands are wider (a row kernel's 256-key chunks): over c's columns, or else over
+        k ascending. Each B panel then stays in L1 while the rows of C pass over it; no
+        element's order changes (a k split adds the same products in the same order)."""
+        dims = [int(x.value) for x in c.shape[-2:]]
+        k = int((a.shape[-2] if ta else a.shape[-1]).value)
+        width = gemm_tiles(4, 4)[1]
+        if dims[1] > width and dims[1] % width == 0:
+            split, steps = "n", dims[1] // width
+        elif k > width and k % width == 0:
+            split, steps = "k", k // width
+        else:
+            return [Gemm(full_region(a), full_region(b), full_region(c), ta, tb, loc=red.loc)]
+        p = Var(self.low.fresh("p"), int32)
+        start = exprs.call(Op.MUL, [p, width], red.loc)
+
+        def part(buf: Buffer, axis: int) -> Region:  # buf's `axis` (-1, -2) in the panel
+            r = full_region(buf)
+            starts, ext = list(r.starts), list(r.extents)
+            starts[axis], ext[axis] = start, Const(width, int32)
+            return Region(buf, tuple(starts), tuple(ext))
+
+        if split == "n":
+            g = Gemm(full_region(a), part(b, -2 if tb else -1), part(c, -1), ta, tb,
+                     loc=red.loc)
+        else:
+            g = Gemm(part(a, -2 if ta else -1), part(b, -1 if tb else -2), full_region(c), ta,
+                     tb, loc=red.loc)
+        return [For(p, _ZERO, Const(steps, int32), _ONE, ForKind.SERIAL, (g,), loc=red.loc)]
 
     def same_contraction(self, red: Red, y: str, bk: int, ctx: dict):
         """(key, earlier) for a contraction computed inside another reduction's loop (y is
@@ -321,6 +395,18 @@ def _rename(e: Expr, name: str, new: Var) -> Expr:
         return Call(e.op, tuple(_rename(a, name, new) for a in e.args), e.dtype, e.loc)
     return e
 
+
+
+def _order(names: list[str], dims: list[str], inner: dict) -> list[str] | None:
+    """The two gemm dims in the order a tile over `names` (index names, "" for a
+    constant) holds them, when every other name is a one-element dim before them (T.gemm
+    takes tiles whose leading dims are 1); else None."""
+    order = [n for n in names if n in dims]
+    rest = names[:len(names) - 2]
+    if sorted(order) != sorted(dims) or names[-2:] != order or \
+            any(n and inner[n].tile != 1 for n in rest):
+        return None
+    return order
 
 
 def _tile_shape(ld: Load, ctx: dict) -> tuple[int, ...]:

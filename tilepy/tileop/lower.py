@@ -89,6 +89,7 @@ class _Lowering:
         e, loc = self.body.outs[k], self.body.out_locs[k]
         names = list(self.body.index)[:len(out.shape)]
         la = _Launch(self, loc)
+        la.out_expr, la.out_names = e, names
         g = match_gemm(self.body, e, names)
         m = None if g else match_implicit(self.body, e, names, reds_of(self.body, e))
         if m is not None:
@@ -125,6 +126,8 @@ class _Launch(Contractions, BackToBackLaunch):
         self.markers: dict = {}  # a reused chunk's stand-in -> (chunk fragment, dims)
         self.row_chunks: list = []  # launch-level chunks holding a tile of one operand
         self.contractions: dict = {}  # a nested contraction -> (its fragment, outer chunk)
+        self.out_expr: Expr = _ZERO  # the output's expression and index names (output())
+        self.out_names: list[str] = []
 
     def alloc(self, base: str, shape: tuple[int, ...], dt, scope=Scope.FRAGMENT) -> Buffer:
         buf = Buffer(self.low.fresh(base), tuple(Const(s, int32) for s in shape), dt, scope)
@@ -194,17 +197,20 @@ class _Launch(Contractions, BackToBackLaunch):
         inner = {**ctx, red.var.name: Dim(start, bk, red.extent)}
         loop: list = []
         self.reductions(reds, red.var.name, inner, loop)
-        t = self.alloc("chunk", shape + (bk,), acc)
+        ld = _plain_read(red, dims)
+        copied = ld is not None and is_tile_access(ld, inner)  # the chunk is a tile
+        shared = self.share_chunks(red, dims, bk, inner, loop) \
+            if where is self.stmts and not copied else []
+        view = None if copied else self.fragment_view(red, dims, shape + (bk,), acc)
+        t = view or self.overwrite(red, shared, shape + (bk,), acc) or \
+            self.alloc("chunk", shape + (bk,), acc)
         if where is self.stmts:
             self.chunks[red.out.name] = (t, dims, bk, red)
-        ld = _plain_read(red, dims)
-        if ld is not None and is_tile_access(ld, inner):  # the chunk is a tile: copy it
+        if copied:
             loop.append(Copy(_region(ld, inner), full_region(t), loc=red.loc))
             if where is self.stmts and t.dtype == ld.buffer.dtype:
                 self.row_chunks.append((t, _canon(ld, red.var.name), red.extent, bk, dims))
-        else:
-            if where is self.stmts:
-                self.share_chunks(red, dims, bk, inner, loop)
+        elif view is None:
             local = self.locals(dims + [red.var.name], inner)
             value = self.subst(red.body, local, inner, loop)
             idx = tuple([local[d] for d in dims] or [_ZERO]) + (local[red.var.name],)
@@ -219,13 +225,33 @@ class _Launch(Contractions, BackToBackLaunch):
         where.append(For(ko, _ZERO, ceildiv(red.extent, bk), _ONE, ForKind.SERIAL,
                          tuple(loop), loc=red.loc))
 
+    def fragment_view(self, red: Red, dims: list[str], shape: tuple, dt) -> Buffer | None:
+        """When the body is a contraction computed per chunk of this reduction (the scores
+        whose max attention takes), its fragment re-viewed as the chunk: no copy. The tail
+        mask then writes the identity into the contraction's values past the end of the
+        range, which every reader of them masks too."""
+        b = red.body
+        if not isinstance(b, Var) or b.name not in self.red_frags:
+            return None
+        frag, fdims = self.red_frags[b.name]
+        mine = [(d, n) for d, n in zip(dims + [red.var.name], shape) if n > 1]
+        theirs = [(d, int(n.value)) for d, n in zip(fdims, frag.shape) if int(n.value) > 1]
+        if frag.dtype != dt or frag.data is not None or mine != theirs:
+            return None
+        view = Buffer(self.low.fresh("chunk"), tuple(Const(n, int32) for n in shape), dt,
+                      frag.scope, data=frag)
+        self.allocs.append(Alloc(view, loc=self.loc))
+        return view
+
     def share_chunks(self, red: Red, dims: list[str], bk: int, inner: dict,
-                     loop: list) -> None:
+                     loop: list) -> list:
         """A tile this reduction reads that an earlier one copied whole as its chunk (the
         same rows, range and chunk size) is read from that chunk: when the row is one
         chunk it is already there (softmax's exp pass reads the max pass's copy of x), so
         it is copied again only for longer rows. Past the end the chunk holds the earlier
-        reduction's identity instead of 0; this reduction masks those places anyway."""
+        reduction's identity instead of 0; this reduction masks those places anyway.
+        Returns [(chunk, the load it stands for)]."""
+        shared = []
         for ld in _tile_loads(red.body, inner):
             key = (ld.buffer.name, ld.indices, id(loop))
             for t, canon, ext, k, d in self.row_chunks:
@@ -241,6 +267,41 @@ class _Launch(Contractions, BackToBackLaunch):
                     loop.append(If(exprs.call(Op.GT, [ext, bk], red.loc), (copy,),
                                    loc=red.loc))
                 self.frags[key] = t
+                shared.append((t, ld))
+        return shared
+
+    def overwrite(self, red: Red, shared: list, shape: tuple, dt) -> Buffer | None:
+        """The shared chunk this reduction's values can be computed into in place (each
+        element read, then written: softmax's exponentials into the max pass's copy of x,
+        as the library's one-pass kernel does), or None. Only when nothing reads the
+        chunk's old values afterwards: no other reduction reads that tensor, and the
+        output, once this reduction's values stand in for its body, does not read the
+        earlier reduction's (whose chunk then is no longer offered for reuse)."""
+        if len(shared) != 1:
+            return None
+        t, ld = shared[0]
+        owner = next((k for k, c in self.chunks.items() if c[0] is t), None)
+        if owner is None or t.dtype != dt or \
+                tuple(int(x.value) for x in t.shape) != shape or \
+                any(x.buffer.name == ld.buffer.name and x.indices != ld.indices
+                    for x in loads_of(red.body)):
+            return None
+        earlier = self.chunks[owner][3]
+        for r in self.body.reds:
+            if r.out not in (red.out, earlier.out) and \
+                    any(x.buffer.name == ld.buffer.name for x in loads_of(r.body)):
+                return None
+        out = self.out_expr
+        for j in self.out_names:
+            mine = _rename(red.body, red.var.name, self.body.index[j])
+            if isinstance(mine, (Call, Load)):
+                out = _replace(out, mine, Var("__mine", mine.dtype))
+        for j in self.out_names:
+            if _contains(out, _rename(earlier.body, earlier.var.name, self.body.index[j])):
+                return None
+        del self.chunks[owner]
+        self.row_chunks = [c for c in self.row_chunks if c[0] is not t]
+        return t
 
     def mask_tail(self, red: Red, t: Buffer, dims: list[str], inner: dict, start: Expr,
                   ident: Const) -> list:
