@@ -79,3 +79,11 @@ class Profiler:
         return do_bench(lambda: target(*inputs), warmup, rep, n_warmup, n_repeat)
 
     run_once = lambda self, func=None: (func or self.kernel)(*self._inputs())  # noqa: E731
+
+    @property
+    def func(self):
+        """TileLang's `profiler.func`: the kernel to call (its adapter there)."""
+        return self.kernel
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel(*args, **kwargs)
