@@ -228,10 +228,12 @@ class Translator(ExpressionMixin):
             return self.launch(node, node.items[0])
         if names in (["If"], ["If", "Then"]):
             return self.frame_if(node, names)
+        if names == ["While"]:
+            return self.frame_while(node)
         if names == ["attr"]:
             return simt.attr_frame(self, node)
-        raise TileSyntaxError("only `with T.Kernel(...) as ...:` and `with T.If(cond):` "
-                              "frames are supported", self.loc(node),
+        raise TileSyntaxError("only `with T.Kernel(...) as ...:`, `with T.If(cond):` and "
+                              "`with T.While(cond):` frames are supported", self.loc(node),
                               hint="T.Then() and T.Else() go inside `with T.If(cond):` "
                                    "(or `with T.If(cond), T.Then():`)")
 
@@ -257,6 +259,13 @@ class Translator(ExpressionMixin):
                                   "optionally `with T.Else():`, nothing else", loc)
         orelse = parts[1].body if len(parts) == 2 else []
         self.branch(call.args[0], parts[0].body, orelse, loc)
+
+    def frame_while(self, node: ast.With) -> None:
+        """TVMScript's `with T.While(cond):`: the same as `while cond:`."""
+        call = node.items[0].context_expr
+        if len(call.args) != 1 or call.keywords:
+            raise TileTypeError("T.While takes one condition", self.loc(node))
+        self._s_While(ast.copy_location(ast.While(call.args[0], node.body, []), node))
 
     def launch(self, node: ast.With, item: ast.withitem) -> None:
         loc = self.loc(node)
