@@ -294,6 +294,8 @@ class Translator(ExpressionMixin):
             self.in_kernel = False
         if self.simt:
             body = fission(self, body, threads, self.thread_vars, loc)
+        else:
+            body = simt.drop_barriers(body)
         for part_vars, part in gridsync.split(self, bvars, body):
             self.emit(S.Launch(grid, part_vars, threads, part, loc=loc))
 
