@@ -132,6 +132,10 @@ def test_profiler_autotuner_and_testing_helpers(tl):
         with pytest.raises(AssertionError, match="elements differ"):
             prof.assert_allclose(lambda x: x + 2, atol=0, rtol=0)
         assert prof.do_bench() > 0
+        x = np.arange(24, dtype=np.float32)  # `profiler.func`: the kernel, as TileLang's adapter
+        assert np.array_equal(prof.func(x), x + 1) and np.array_equal(prof(x), x + 1)
+        (x,) = prof._get_inputs()  # TileLang's input supply, as programs call it
+        assert x.shape == (24,) and len(prof._get_inputs(with_output=True)) == 2
         res = AutoTuner.from_kernel(kernel=lambda block=None: add_one(24, block), configs=[
             {"block": 16}, {"block": 4}]).set_compile_args(out_idx=[-1]).set_profile_args(
             ref_prog=lambda x: x + 1).run(warmup=1, rep=1)

@@ -224,3 +224,33 @@ def test_pass_config_key_is_also_importable_from_transform(tl):
     assert PassConfigKey.TL_DISABLE_WARP_SPECIALIZED is tl.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
     with pytest.raises(ImportError):
         from tilelang.transform import NoSuchPass  # noqa: F401
+
+
+def test_fp8_e4m3_selection_and_the_while_frame_with_a_tile_level_barrier(tl):
+    import tilelang.language as T
+    from tilelang.utils import select_fp8_e4m3_dtype, select_torch_fp8_e4m3_dtype
+
+    assert select_fp8_e4m3_dtype() == "float8_e4m3fn"
+    torch = pytest.importorskip("torch")
+    assert select_torch_fp8_e4m3_dtype() is torch.float8_e4m3fn
+
+    @T.prim_func
+    def strided(X: T.Tensor((10,), "float32"), Y: T.Tensor((10,), "float32")):
+        with T.Kernel(2) as b:  # block b handles pairs b, b + 2, b + 4, ...
+            i = T.alloc_var("int32")
+            i = b
+            with T.While(i < 5):
+                cur = i
+                off = cur * 2
+                S = T.alloc_shared((2,), "float32")
+                T.copy(X[off:off + 2], S)
+                T.sync_threads()  # in a tile-level kernel: orders nothing more, kept out
+                for j in T.Parallel(2):
+                    Y[off + j] = S[j] * 2.0
+                i = cur + 2
+
+    x = np.arange(10, dtype=np.float32)
+    y = np.zeros(10, np.float32)
+    with tilepy.backend("interp"):
+        tilepy.compile(strided)(x, y)
+    assert np.array_equal(y, x * 2)

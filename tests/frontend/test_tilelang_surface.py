@@ -163,6 +163,32 @@ def test_t_const_sizes_are_constants_specialised_per_value():
                                                                          for t in texts)
 
 
+@tilepy.jit
+def scaled_rows(X, S, block_m: int = 4):
+    M, N = T.const("M, N")
+    x_shape = [M, N]  # the shape in a variable, as TileLang's examples build it
+    X: T.Tensor(x_shape, "float32")
+    n = T.dynamic("n")  # a runtime size given bare, not in a tuple
+    S: T.Tensor(n, "float32")
+    Y = T.empty(x_shape, "float32")
+    with T.Kernel(T.ceildiv(M, block_m)) as bx:
+        t = T.alloc_fragment((block_m, N), "float32")  # N must be a build-time constant
+        T.copy(X[bx * block_m, 0], t)
+        for i, j in T.Parallel(block_m, N):
+            t[i, j] = t[i, j] * S[0]
+        T.copy(t, Y[bx * block_m, 0])
+    return Y
+
+
+def test_t_const_sizes_bind_through_shape_variables_and_bare_runtime_sizes():
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+    s = np.array([2.0, 5.0], np.float32)
+    with tilepy.backend("interp"):
+        y = scaled_rows(x, s)
+    assert np.array_equal(y, x * 2)
+    assert "(4, 3)" in str(scaled_rows.built()[0].ir)
+
+
 def test_integer_scalar_parameters_are_sizes_passed_by_position():
     @T.prim_func
     def head(X: T.Tensor((16,), "float32"), n: T.int32, Y: T.Tensor((16,), "float32")):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ast
 import inspect
+import weakref
 
-from tilepy.errors import ArgumentError, TileSyntaxError
+from tilepy.errors import ArgumentError, TilepyError, TileSyntaxError
 from tilepy.frontend.annotations import func_attrs
 from tilepy.frontend.source import environment, read_source
 from tilepy.frontend.translate import Translator
@@ -45,8 +46,47 @@ def bind_eager(fn, args, kwargs) -> tuple[tuple, dict, list]:
 
 def const_values(fn, static: dict, arrays: list) -> dict[str, int]:
     """The `T.const` sizes the call's arrays give: a size named bare in a declared tensor's
-    shape (`A: T.Tensor((M, K), dt)`) takes that dimension of the argument. Each distinct
-    set of values builds its own kernel, so the sizes are compile-time constants there."""
+    shape (`A: T.Tensor((M, K), dt)`, or a shape built in a variable) takes that dimension
+    of the argument. Each distinct set of values builds its own kernel, so the sizes are
+    compile-time constants there."""
+    out = _declared_sizes(fn, static, arrays)
+    dims = _probe_dims(fn, static, out)
+    tensors = [p for p in inspect.signature(fn).parameters if p not in static]
+    given = dict(zip(tensors, arrays))
+    for name, (param, d) in dims.items():
+        shape = getattr(given.get(param), "shape", None)
+        if name not in out and shape is not None and d < len(shape):
+            out[name] = int(shape[d])
+    return out
+
+
+_PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _probe_dims(fn, static: dict, known: dict) -> dict[str, tuple[str, int]]:
+    """Where each `T.const` size the source scan did not bind is declared: one translation
+    with those sizes symbolic, read up to its tensor declarations (which precede the
+    kernel; an error after them is the symbolic sizes' and is dropped). Cached per
+    function and build-time values."""
+    key = (tuple(sorted((k, repr(v)) for k, v in static.items())), tuple(sorted(known)))
+    cache = _PROBED.setdefault(fn, {})
+    if key not in cache:
+        src = read_source(fn)
+        tr = Translator(src, environment(fn), eager=True)
+        tr.eager_params = {p for p in inspect.signature(fn).parameters if p not in static}
+        tr.const_values = {n: 1 for n in known}  # values do not matter here, only names
+        for name, value in static.items():
+            tr.bind(name, value)
+        try:
+            tr.function(fn.__name__, [])
+        except TilepyError:
+            pass
+        cache[key] = dict(tr.const_dims)
+    return cache[key]
+
+
+def _declared_sizes(fn, static: dict, arrays: list) -> dict[str, int]:
+    """Sizes named bare in a literal shape of a declared tensor (`A: T.Tensor((M, K), dt)`)."""
     fn_def = read_source(fn).fn_def
     tensors = [p for p in inspect.signature(fn).parameters if p not in static]
     given = dict(zip(tensors, arrays))

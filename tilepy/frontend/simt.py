@@ -7,6 +7,7 @@ front end: frontend/fission.py turns the launch body into ordinary tile IR.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -14,7 +15,7 @@ from tilepy.errors import Loc, TileSyntaxError, TileTypeError
 from tilepy.frontend import annotations, builtins, exprs
 from tilepy.frontend.builtins import Args
 from tilepy.frontend.values import describe
-from tilepy.frontend.walk import deep
+from tilepy.frontend.walk import BODIES, children, deep
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Expr, Load, Var
 from tilepy.ir.ops import Op
@@ -150,12 +151,27 @@ def _sync_threads(tr, node, loc: Loc, name: str):
     a = Args(tr, node, ["barrier_id", "arrive_count"], loc, "T.sync_threads")
     count = a.const("arrive_count")
     total = tr.thread_shape[0] * tr.thread_shape[1] * tr.thread_shape[2]
-    thread_vars(tr, loc)
+    if not tr.in_kernel:
+        raise TileSyntaxError("T.sync_threads() exists only inside `with T.Kernel(...)`", loc)
     what = "T.sync_threads()" if count is None else f"T.sync_threads(..., {count})"
     partial = count is not None and int(count) != total
     if partial:
         what += f" (a barrier of {count} of the block's {total} threads)"
     tr.emit(Barrier(loc, what, partial))
+
+
+def drop_barriers(body: tuple) -> tuple:
+    """A tile-level kernel (no thread index, shuffle or allreduce) without its
+    `T.sync_threads()`: its tile statements already complete in program order, so the
+    barriers order nothing more."""
+    out = []
+    for s in body:
+        if isinstance(s, Barrier):
+            continue
+        if children(s):
+            s = dataclasses.replace(s, **{n: drop_barriers(getattr(s, n)) for n in BODIES[type(s)]})
+        out.append(s)
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- warp shuffles

@@ -28,7 +28,7 @@ from tilepy.frontend.macro import Return
 from tilepy.frontend.persistent import persistent_loop
 from tilepy.frontend.source import Source
 from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec
-from tilepy.frontend.traced import call_traced
+from tilepy.frontend.traced import call_traced, unwrap
 from tilepy.frontend.values import DataRef, PointeeView, Stale, describe
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Var
@@ -61,6 +61,8 @@ class Translator(ExpressionMixin):
         self.pending_name = "buf"
         self.in_kernel = False
         self.simt, self.thread_vars, self.reducers, self.thread_shape = False, None, [], (1,) * 3
+        self.const_names: set[str] = set()  # eager T.const sizes left symbolic
+        self.const_dims: dict[str, tuple[str, int]] = {}  # ... and the tensor dims giving them
 
     # ------------------------------------------------------------ plumbing
     def loc(self, node: ast.AST) -> Loc:
@@ -153,6 +155,7 @@ class Translator(ExpressionMixin):
         return buf
 
     def size_expr(self, s, loc: Loc):
+        s = unwrap(s)  # a size passed through a Python call (`T.Tensor(n, dt)`, n runtime)
         if isinstance(s, SymbolicSize):
             if s.name not in self.sizes:
                 self.sizes[s.name] = Var(self.unique(s.name), s.dtype)
@@ -225,10 +228,12 @@ class Translator(ExpressionMixin):
             return self.launch(node, node.items[0])
         if names in (["If"], ["If", "Then"]):
             return self.frame_if(node, names)
+        if names == ["While"]:
+            return self.frame_while(node)
         if names == ["attr"]:
             return simt.attr_frame(self, node)
-        raise TileSyntaxError("only `with T.Kernel(...) as ...:` and `with T.If(cond):` "
-                              "frames are supported", self.loc(node),
+        raise TileSyntaxError("only `with T.Kernel(...) as ...:`, `with T.If(cond):` and "
+                              "`with T.While(cond):` frames are supported", self.loc(node),
                               hint="T.Then() and T.Else() go inside `with T.If(cond):` "
                                    "(or `with T.If(cond), T.Then():`)")
 
@@ -254,6 +259,13 @@ class Translator(ExpressionMixin):
                                   "optionally `with T.Else():`, nothing else", loc)
         orelse = parts[1].body if len(parts) == 2 else []
         self.branch(call.args[0], parts[0].body, orelse, loc)
+
+    def frame_while(self, node: ast.With) -> None:
+        """TVMScript's `with T.While(cond):`: the same as `while cond:`."""
+        call = node.items[0].context_expr
+        if len(call.args) != 1 or call.keywords:
+            raise TileTypeError("T.While takes one condition", self.loc(node))
+        self._s_While(ast.copy_location(ast.While(call.args[0], node.body, []), node))
 
     def launch(self, node: ast.With, item: ast.withitem) -> None:
         loc = self.loc(node)
@@ -282,6 +294,8 @@ class Translator(ExpressionMixin):
             self.in_kernel = False
         if self.simt:
             body = fission(self, body, threads, self.thread_vars, loc)
+        else:
+            body = simt.drop_barriers(body)
         for part_vars, part in gridsync.split(self, bvars, body):
             self.emit(S.Launch(grid, part_vars, threads, part, loc=loc))
 
@@ -557,7 +571,18 @@ class Translator(ExpressionMixin):
         if self.find(target.id) is not None or target.id not in self.eager_params:
             raise TileSyntaxError(f"{target.id!r} is not a parameter of the kernel", loc,
                                   hint="only function parameters can be declared as tensors")
+        self.note_const_dims(target.id, spec.shape)
         self.bind(target.id, self.param(target.id, spec, loc))
+
+    def note_const_dims(self, param: str, shape) -> None:
+        """Record which dimension of which declared tensor gives each `T.const` size still
+        unknown (`q_shape = [M, dim]; Q: T.Tensor(q_shape, dt)`): the call's arrays then
+        give their values, as TileLang's eager builder binds them."""
+        const_vars = {id(self.sizes[n]): n for n in self.const_names if n in self.sizes}
+        for d, s in enumerate(shape):
+            name = const_vars.get(id(unwrap(s)))
+            if name is not None:
+                self.const_dims.setdefault(name, (param, d))
 
     def eager_declaration(self, target, value_node, loc: Loc) -> bool:
         """`M, N = T.const("M, N")` and `C = T.empty(shape, dtype)` (eager style)."""
@@ -574,6 +599,7 @@ class Translator(ExpressionMixin):
             known = getattr(self, "const_values", {})  # bound from the call's arrays
             sizes = [known[n] if n in known else self.size_expr(SymbolicSize(n), loc)
                      for n in names]
+            self.const_names.update(n for n in names if n not in known)
             self.assign_target(target, sizes[0] if len(sizes) == 1 else tuple(sizes), loc)
             return True
         if not isinstance(target, ast.Name):

@@ -50,10 +50,12 @@ class Profiler:
         self.kernel = kernel
         self.supply = supply or TensorSupplyType.Auto
 
-    def _inputs(self):
+    def _inputs(self, with_output: bool = False):
         func = self.kernel.func
         return [make_input(p, self.supply) for i, p in enumerate(func.params)
-                if i not in func.out_idx and i not in func.scratch]
+                if (with_output or i not in func.out_idx) and i not in func.scratch]
+
+    _get_inputs = _inputs  # TileLang's name, which programs call
 
     def assert_allclose(self, reference_program, input_tensors=None, atol=1e-2, rtol=1e-2,
                         max_mismatched_ratio=0.01, **_ignored) -> None:
@@ -79,3 +81,11 @@ class Profiler:
         return do_bench(lambda: target(*inputs), warmup, rep, n_warmup, n_repeat)
 
     run_once = lambda self, func=None: (func or self.kernel)(*self._inputs())  # noqa: E731
+
+    @property
+    def func(self):
+        """TileLang's `profiler.func`: the kernel to call (its adapter there)."""
+        return self.kernel
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel(*args, **kwargs)
