@@ -31,9 +31,15 @@ _PRECISION = ("bits.py", "codecs.py", "codecs64.py", "codespec.py", "formats.py"
 def cache_dir() -> Path:
     """TILEPY_CACHE_DIR, else $XDG_CACHE_HOME/tilepy, else ~/.cache/tilepy; then jit/.
     Where that folder cannot be made or written, a temporary folder for this process."""
-    root = os.environ.get("TILEPY_CACHE_DIR")
+    env = os.environ
+    return _cache_dir(env.get("TILEPY_CACHE_DIR"), env.get("XDG_CACHE_HOME"), env.get("HOME"))
+
+
+@lru_cache(maxsize=16)
+def _cache_dir(root: str | None, xdg: str | None, home: str | None) -> Path:
+    """cache_dir for these variables (every kernel call's traceback filter asks for it)."""
     if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+        base = xdg or os.path.join(Path.home(), ".cache")
         root = os.path.join(base, "tilepy")
     return _usable(Path(root) / "jit")
 

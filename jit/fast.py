@@ -8,6 +8,8 @@ interpreter with derived bounds, never bitwise; exact code reaches it only behin
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from tilepy.ir.expr import Const, Region
 from tilepy.ir.stmt import Gemm, Launch
 from tilepy.ir.types import compute_dtype
@@ -29,8 +31,45 @@ def namespace(tier: str) -> dict:
     from tilepy.jit.mathlib import fast_numba_math, fast_py_math
 
     if tier == "py":
-        return {"_gemm_acc": blas.py_gemm_acc, **fast_py_math()}
-    return {"_gemm_acc": blas.numba_gemm_acc(), **fast_numba_math()}
+        return {"_gemm_acc": blas.py_gemm_acc, "_fextreme": _py_fextreme, **fast_py_math()}
+    return {"_gemm_acc": blas.numba_gemm_acc(), "_fextreme": _numba_fextreme(),
+            **fast_numba_math()}
+
+
+def _py_fextreme(v, init, want_max):
+    """The py tier's `_fextreme`: numpy's max or min of the row and init."""
+    if v.shape[0] == 0:
+        return init
+    r = v.max() if want_max else v.min()
+    return type(init)(max(init, r) if want_max else min(init, r))
+
+
+@lru_cache(maxsize=None)
+def _numba_fextreme():
+    """A float row's max (want_max) or min, folded with init, as one integer max or min
+    over runtime.py's order keys, which LLVM vectorises: half the work of the exact path's
+    `_extreme`, which also keeps the serial fold's answer for NaNs and zeros. Here a NaN
+    may or may not win (fast mode assumes none) and -0 < +0."""
+    import numba
+
+    from tilepy.jit.runtime import _key_float, _numba_helpers, _order_key
+
+    _numba_helpers()  # the key intrinsics' overloads
+
+    @numba.njit(fastmath=False)  # integer folds: no flag changes them (runtime._EXACT)
+    def fextreme(v, init, want_max):
+        k = _order_key(init)
+        if want_max:
+            for i in range(v.shape[0]):
+                x = _order_key(v[i])
+                k = x if x > k else k
+        else:
+            for i in range(v.shape[0]):
+                x = _order_key(v[i])
+                k = x if x < k else k
+        return _key_float(k, init)
+
+    return fextreme
 
 
 def _whole(em: Emitter, r: Region) -> bool:

@@ -268,7 +268,8 @@ def _lanes_call(em: Emitter, src: Side, s: Reduce, t: list[str], out_dims: list[
     idx = src.index(t, out_dims)
     st, ext = src.starts[s.dim], src.exts[s.dim]
     idx[s.dim] = f":{ext}" if st == "0" else f"{st}:{st} + {ext}"
-    return f"_extreme({src.ref.name}[{', '.join(idx)}], {acc}, {_LANES[s.kind]})"
+    fold = "_fextreme" if em.fast else "_extreme"  # fast: one key reduction (jit/fast.py)
+    return f"{fold}({src.ref.name}[{', '.join(idx)}], {acc}, {_LANES[s.kind]})"
 
 
 def emit_cumsum(em: Emitter, w: Writer, s: Cumsum) -> None:

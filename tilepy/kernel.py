@@ -53,13 +53,16 @@ def _fmt(e) -> str:
 class Kernel:
     """A compiled-on-demand kernel. Call it with numpy / ml_dtypes arrays."""
 
-    def __init__(self, func: PrimFunc, out_idx=()):
+    def __init__(self, func: PrimFunc, out_idx=(), empty_outputs: bool = False):
         verify(func)  # a front-end bug must never reach a backend
         check_built(func)  # block and tile sizes no launch can run
         idx = out_idx if isinstance(out_idx, (list, tuple)) else [out_idx]
         self.func = func.__class__(**{**func.__dict__, "out_idx": _buffer_out_idx(
             func, idx) if idx else func.out_idx})
         self.out_idx = self.func.out_idx
+        # the kernel writes every element of its out_idx outputs: allocate them with
+        # np.empty, as TileLang's torch.empty (a zero fill is a serial pass over them)
+        self.empty_outputs = bool(empty_outputs)
 
     @property
     def name(self) -> str:
@@ -104,7 +107,8 @@ class Kernel:
     def __call__(self, *args):
         args, back = from_torch(args)  # torch tensors in and out (compat/torch_bridge.py)
         loc = _caller_loc()
-        arrays, sizes = bind_arguments(self.func, args, loc)
+        arrays, sizes = bind_arguments(self.func, args, loc, None,
+                                       getattr(self, "empty_outputs", False))
         write_back = pointers.fill(self.func, arrays, loc)  # T.make_tensor's address tables
         run(self.func, arrays, sizes)
         write_back()
@@ -175,8 +179,11 @@ _INT_FAST = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b,
              Op.MOD: lambda a, b: a % b}
 
 
-def bind_arguments(func: PrimFunc, args, loc: Loc):
-    """Check `args` against the signature; returns (arrays by name, sizes by name)."""
+def bind_arguments(func: PrimFunc, args, loc: Loc, written: frozenset[str] | None = None,
+                   empty_outputs: bool = False):
+    """Check `args` against the signature; returns (arrays by name, sizes by name).
+    `written`: written_params(func), when the caller has it; `empty_outputs`: out_idx
+    outputs uninitialised (Kernel.empty_outputs), else zeroed."""
     sizes: dict[str, int] = {}
     args = bind_scalars(func, args, sizes, loc)
     inputs = [b for i, b in enumerate(func.params)
@@ -186,7 +193,8 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
         raise ArgumentError(f"{func.name} takes {len(inputs)} array(s) ({names}); got "
                             f"{len(args)}", loc)
     arrays: dict[str, np.ndarray] = {}
-    written = _written(func)
+    if written is None:
+        written = _written(func)  # one walk of the body per PrimFunc, not per call
     args = [np.full(1, a, b.dtype.np_dtype) if _is_number(a) and b.static_shape() == (1,)
             and b.name not in written else a  # a float scalar parameter's value
             for b, a in zip(inputs, args)]
@@ -199,7 +207,8 @@ def bind_arguments(func: PrimFunc, args, loc: Loc):
     check_call(func, sizes, eval_index)
     for i in func.out_idx + func.scratch:  # outputs, and scratch buffers (never returned)
         buf = func.params[i]
-        arrays[buf.name] = np.zeros(_output_shape(func, buf, sizes, loc), buf.dtype.np_dtype)
+        new = np.empty if empty_outputs and i not in func.scratch else np.zeros
+        arrays[buf.name] = new(_output_shape(func, buf, sizes, loc), buf.dtype.np_dtype)
     return arrays, sizes
 
 
@@ -373,27 +382,31 @@ def make_prim_func(fn) -> Kernel:
                            scalars=tuple((i, tr.sizes[n].name) for i, n, _ in scalars)))
 
 
-def jit(fn=None, *, out_idx=None, **_options):
+def jit(fn=None, *, out_idx=None, empty_outputs=False, **_options):
     """`@tilepy.jit`: a factory returning a `@T.prim_func` (lazy style, with `out_idx`), or
-    an eager kernel that declares its tensors in the body and returns its outputs."""
+    an eager kernel that declares its tensors in the body and returns its outputs.
+    `empty_outputs=True`: the kernel writes every element of its out_idx outputs, so they
+    are allocated uninitialised (np.empty) instead of zeroed."""
     if fn is None:
-        return lambda f: JitFunction(f, out_idx)
-    return JitFunction(fn, out_idx)
+        return lambda f: JitFunction(f, out_idx, empty_outputs)
+    return JitFunction(fn, out_idx, empty_outputs)
 
 
 @api_boundary
-def compile(func, out_idx=None, **_options) -> Kernel:  # noqa: A001 - TileLang's name
-    """`tilepy.compile(prim_func, out_idx=[...])`: a Kernel that allocates those outputs."""
+def compile(func, out_idx=None, empty_outputs=False, **_options) -> Kernel:  # noqa: A001
+    """`tilepy.compile(prim_func, out_idx=[...])` (TileLang's name): a Kernel that
+    allocates those outputs (uninitialised with empty_outputs=True, see `jit`)."""
     base = func.func if isinstance(func, Kernel) else func
-    return Kernel(base, out_idx if out_idx is not None else ())
+    return Kernel(base, out_idx if out_idx is not None else (), empty_outputs)
 
 
 class JitFunction:
     """What `@tilepy.jit` returns. Builds (and caches) one Kernel per build-time args."""
 
-    def __init__(self, fn, out_idx):
+    def __init__(self, fn, out_idx, empty_outputs=False):
         self.fn = fn
         self.out_idx = out_idx
+        self.empty_outputs = empty_outputs
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self._cache: dict = {}
@@ -417,7 +430,7 @@ class JitFunction:
                 if not isinstance(made, Kernel):
                     raise TileSyntaxError(f"{self.fn.__name__} must return a @T.prim_func "
                                           f"kernel; it returned {type(made).__name__}")
-                self._cache[key] = compile(made, self.out_idx)
+                self._cache[key] = compile(made, self.out_idx, self.empty_outputs)
             return self._cache[key]
         kernel, arrays = self._eager_kernel(args, kwargs)
         return kernel(*arrays)

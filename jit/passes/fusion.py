@@ -756,9 +756,9 @@ def _try(body: tuple, start: int, rest_after: tuple, views: set) -> Run | None:
     dropped = _drop_dead(items, rowset, live)
     hoist = [h for h in hoist if not _forward_vector(h, items, rest, b.regions)]
     items = _prune(items)
-    if not (dropped or b.regions):
-        # no tile store saved, no global tile read in place: merging loops over tiles
-        # that stay in cache is slower alone (docs/perf-log.md)
+    if not (dropped or b.regions or _beyond_l1(rowset, bufs)):
+        # no tile store saved, no global tile read in place, every tile in L1: merging
+        # loops over tiles that stay in cache is slower alone (docs/perf-log.md)
         return None
     stmts: list = [Alloc(a) for a in b.accs]
     for it in items:
@@ -778,6 +778,22 @@ def _try(body: tuple, start: int, rest_after: tuple, views: set) -> Run | None:
     apart = [(g, h) for g in sorted(b.gread, key=lambda x: x.name)
              for h in sorted(b.gwritten, key=lambda x: x.name)]
     return Run(start, stop, tuple(hoist), loop, b.regions, apart, empty, b.full)
+
+
+L1_BYTES = 32 << 10  # a core's L1 data cache (Zen 4, most x86 cores): 32 KiB
+
+
+def _beyond_l1(rowset: set, bufs: dict) -> bool:
+    """A row-indexed 2-d tile of the run is larger than L1: unfused, every statement
+    streams it from L2 again, while a fused row stays in L1 between its statements (flash
+    attention's 256 x 256 scores: max, exp and sum; docs/perf-log.md)."""
+    for n in rowset:
+        b = bufs.get(n)
+        shape = b.static_shape() if b is not None else None
+        if shape is not None and len(shape) == 2 and \
+                shape[0] * shape[1] * max(b.dtype.bits // 8, 1) > L1_BYTES:
+            return True
+    return False
 
 
 def _rename_lets(stmts: list) -> list:

@@ -2,14 +2,16 @@
 on the tile in place), else the online form (a running max and rescaled sum over chunks of
 block_N, then a second pass recomputing each exp). For rows that fit both give the same
 bits: the online sum starts as 0 * exp(-inf - max) = +0, as the one-pass sum does. Columns
-past N are masked to -inf before the max and the sum.
+past N are masked to -inf before the max and the sum. Every element of Y is written (each
+block its rows, every chunk of columns), so the output is allocated without a zero fill
+(`empty_outputs`: a serial pass over it before the kernel).
 """
 
 import tilepy
 import tilepy.language as T
 
 
-@tilepy.jit(out_idx=[-1])
+@tilepy.jit(out_idx=[-1], empty_outputs=True)  # every element of Y is written
 def softmax(block_M=8, block_N=1024, dtype="float32"):
     M, N = T.symbolic("M"), T.symbolic("N")
     acc = "float32"
