@@ -12,6 +12,7 @@ import functools
 import html
 import inspect
 import sys
+import weakref
 
 import numpy as np
 
@@ -212,17 +213,18 @@ def bind_arguments(func: PrimFunc, args, loc: Loc, written: frozenset[str] | Non
     return arrays, sizes
 
 
-_WRITTEN: dict[int, tuple[PrimFunc, frozenset[str]]] = {}
+_WRITTEN: dict[int, frozenset[str]] = {}  # id(func) -> its written parameters, while it lives
 
 
 def _written(func: PrimFunc) -> frozenset[str]:
     """written_params(func), found once per PrimFunc: it walks the whole body, a cost per
     call that grew with the kernel's size (a row kernel with contractions paid it in every
-    call)."""
+    call). The entry goes when the PrimFunc does, so its id cannot be reused stale."""
     hit = _WRITTEN.get(id(func))
-    if hit is None or hit[0] is not func:
-        hit = _WRITTEN[id(func)] = (func, written_params(func))
-    return hit[1]
+    if hit is None:
+        hit = _WRITTEN[id(func)] = written_params(func)
+        weakref.finalize(func, _WRITTEN.pop, id(func), None)
+    return hit
 
 
 def _is_number(v) -> bool:
