@@ -44,6 +44,22 @@ def profile():
         _PROFILE.remove(record)
 
 
+@contextlib.contextmanager
+def timed(name: str):
+    """Record the block as one launch of `name` in the active profile() (for kernels
+    launched through a library API rather than launch(): its checks are counted too)."""
+    if not _PROFILE:
+        yield
+        return
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        entry = _PROFILE[-1][name]
+        entry[0] += 1
+        entry[1] += time.perf_counter() - t0
+
+
 def _plan(kernel) -> tuple:
     """(kernel, where each symbolic size is read: (param index, dim), in the order the
     compiled function takes them, its compiled JIT entries [exact, fast] or None)."""
