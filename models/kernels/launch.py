@@ -60,6 +60,13 @@ def timed(name: str):
         entry[1] += time.perf_counter() - t0
 
 
+def fast_mode() -> bool:
+    """Whether launches now run on the JIT's fast mode (tilepy.backend("jit", fast=True))."""
+    chosen = _current.get()
+    name, options = current() if chosen is None else chosen
+    return name == "jit" and options == _FAST
+
+
 def _plan(kernel) -> tuple:
     """(kernel, where each symbolic size is read: (param index, dim), in the order the
     compiled function takes them, its compiled JIT entries [exact, fast] or None)."""
