@@ -7,8 +7,9 @@ Small launches run on one thread (as PyTorch runs ops below its grain size): wak
 Numba's pool costs far more than such a kernel's work, and on a busy machine a parallel
 launch over a few blocks waits for descheduled workers (0.6 ms instead of 9 us measured
 here). Launches whose largest array has at least GRAIN elements use all of Numba's threads.
-In fast mode a small launch's BLAS calls run on one thread as well (OpenBLAS's own pool
-spinning beside Numba's made an MLP step's gemms 150x slower on this loaded machine).
+In fast mode every launch's BLAS calls run on one thread (OpenBLAS's own pool spinning
+beside Numba's made an MLP step's gemms 150x slower on this loaded machine, and a big
+launch's gemm tiles already run on Numba's threads: docs/perf-log.md).
 """
 
 from __future__ import annotations
@@ -105,12 +106,12 @@ def _launch(kernel, arrays) -> None:
         fast = bool(options)
         if compiled[fast] is None:
             compiled[fast] = _compile(kernel, fast)
-        fn, views, blas = compiled[fast]
+        fn, views, _ = compiled[fast]
         if views is not None:
             arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
         big = max(a.size for a in arrays) >= GRAIN
         _threads(big)
-        if fast and (blas or not big):  # BLAS calls of small launches: one thread too
+        if fast:  # BLAS on one thread: big launches have Numba's pool (docs/models.md)
             from tilepy.jit.blas import one_thread
 
             with one_thread():
