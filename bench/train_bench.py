@@ -171,7 +171,8 @@ class TorchSide:
             env["OMP_WAIT_POLICY"] = "PASSIVE"
         self.tag = "" if args.torch_policy != "both" else f" ({policy})"
         cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", kind,
-               "--threads", str(args.threads), "--warmup", str(args.warmup)]
+               "--threads", str(args.torch_threads or args.threads), "--warmup",
+               str(args.warmup)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, env=env)
         if self.proc.stdout.readline().strip() != "ready":
@@ -250,6 +251,9 @@ def main() -> int:
     ap.add_argument("--torch-policy", choices=("both", "default", "passive"), default="both",
                     help="torch workers' OMP_WAIT_POLICY: one worker with torch's default "
                     "(spinning), one with PASSIVE, or both (the default: read the better)")
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="torch's threads, if not --threads (torch's two-thread convolution "
+                    "backward is far slower than its one-thread one on a busy machine)")
     ap.add_argument("--torch-worker", metavar="ROW", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker:
@@ -258,8 +262,8 @@ def main() -> int:
     import numba
 
     numba.set_num_threads(args.threads)
-    print(f"threads: {args.threads}; load average {os.getloadavg()[0]:.2f}; tilepy "
-          f"{'fast' if args.fast else 'exact'} mode")
+    print(f"threads: {args.threads} (torch {args.torch_threads or args.threads}); load "
+          f"average {os.getloadavg()[0]:.2f}; tilepy {'fast' if args.fast else 'exact'} mode")
     for kind in args.models.split(","):
         if kind not in SHAPES:
             ap.error(f"unknown row {kind!r}; expected mlp, lenet or transformer")
