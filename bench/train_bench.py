@@ -10,19 +10,29 @@ over the tokens, Linear(64, 10).
         [--models mlp,lenet,transformer] [--fast]
 
 Each side runs SGD with momentum 0.9 and Adam (tilepy.models.optim: one fused kernel
-launch per step). Rounds interleave the competitors; each prints the
-median. The first tilepy step (kernel compiles or disk-cache loads) is timed separately.
+launch per step). Rounds interleave the competitors. The first tilepy step (kernel
+compiles or disk-cache loads) is timed separately; then both sides warm up (--warmup
+seconds) before the rounds. Each row prints its best round (steps/s and CPU ms per step)
+and the median; the ratio is best against best.
 `--fast` runs tilepy's steps inside `tilepy.backend("jit", fast=True)` (the opt-in fast
 mode: FMA contraction, BLAS gemm tiles; checked against the interpreter with error
-bounds, not bitwise), through the backend's checked launch path.
+bounds, not bitwise).
+PyTorch runs in worker processes of its own (this file with --torch-worker), idle while
+tilepy runs and the other way round. tilepy's process sets OMP_WAIT_POLICY=PASSIVE (Numba's
+idle OpenMP pool must not spin), which in one process would govern torch's pool too. Which
+policy suits torch depends on the load (spinning wins on a quiet machine and loses badly
+on a busy one), so by default two torch workers run, one with torch's default policy and
+one with PASSIVE (`--torch-policy default|passive` runs one); read torch's better row.
 Not a test; PyTorch is optional.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle pools must not spin
+if "--torch-worker" not in sys.argv:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle pools must not spin
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
@@ -112,17 +122,81 @@ def torch_runner(kind, shape, adam=False):
 
 
 def rate(step, n):
-    t0 = time.perf_counter()
+    """(steps/s, CPU seconds of this process per step) over n steps."""
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(n):
         step()
-    return n / (time.perf_counter() - t0)
+    return n / (time.perf_counter() - t0), (time.process_time() - c0) / n
+
+
+def warm(step, seconds):
+    """Run `step` for at least `seconds` (and 10 steps): caches, allocators, pools."""
+    t0, k = time.perf_counter(), 0
+    while k < 10 or time.perf_counter() - t0 < seconds:
+        step()
+        k += 1
 
 
 def split(step, n):
-    """(steps/s, seconds per step in kernels, kernel launches per step)."""
+    """(steps/s, CPU s per step, s per step in kernels, kernel launches per step)."""
     with profile() as rec:
-        r = rate(step, n)
-    return r, sum(v[1] for v in rec.values()) / n, sum(v[0] for v in rec.values()) / n
+        r, cpu = rate(step, n)
+    return r, cpu, sum(v[1] for v in rec.values()) / n, sum(v[0] for v in rec.values()) / n
+
+
+def torch_worker(kind, threads, warmup):
+    """The --torch-worker process: warm torch SGD and Adam up, then one round of each per
+    line `N` read from stdin, answering `sgd_rate sgd_cpu adam_rate adam_cpu`."""
+    import torch
+
+    torch.set_num_threads(threads)
+    steps = [torch_runner(kind, SHAPES[kind]), torch_runner(kind, SHAPES[kind], adam=True)]
+    for fn in steps:
+        warm(fn, warmup)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        out = [x for fn in steps for x in rate(fn, int(line))]
+        print(" ".join(f"{x:.9g}" for x in out), flush=True)
+
+
+class TorchSide:
+    """Talks to a torch worker process; None of it when torch is not installed."""
+
+    def __init__(self, kind, args, policy):
+        import subprocess
+
+        env = dict(os.environ)
+        env.pop("OMP_WAIT_POLICY", None)
+        if policy == "passive":
+            env["OMP_WAIT_POLICY"] = "PASSIVE"
+        self.tag = "" if args.torch_policy != "both" else f" ({policy})"
+        cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", kind,
+               "--threads", str(args.torch_threads or args.threads), "--warmup",
+               str(args.warmup)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env)
+        if self.proc.stdout.readline().strip() != "ready":
+            self.proc.wait()
+            raise ImportError("torch worker did not start")
+
+    def round(self, n):
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        v = [float(x) for x in self.proc.stdout.readline().split()]
+        return {f"torch SGD{self.tag}": (v[0], v[1]), f"torch Adam{self.tag}": (v[2], v[3])}
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def _torch_sides(kind, args):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return []
+    policies = ("default", "passive") if args.torch_policy == "both" else (args.torch_policy,)
+    return [TorchSide(kind, args, p) for p in policies]
 
 
 def bench(kind, args):
@@ -132,35 +206,34 @@ def bench(kind, args):
     step()
     first = time.perf_counter() - t0
     adam = tilepy_runner(make, shape, adam=True, fast=args.fast)
-    adam()
-    others = {}
-    try:
-        import torch
-
-        torch.set_num_threads(args.threads)
-        others = {"torch SGD": torch_runner(kind, shape), "torch Adam":
-                  torch_runner(kind, shape, adam=True)}
-    except ImportError:
-        pass
-    others = {"tilepy Adam": adam, **others}
-    rows = {"tilepy": [], **{k: [] for k in others}}
+    warm(step, args.warmup)
+    warm(adam, args.warmup)
+    sides = _torch_sides(kind, args)
+    rows: dict = {"tilepy": [], "tilepy Adam": []}
     kern, launches = [], 0
     for _ in range(args.rounds):
-        r, k, launches = split(step, args.steps)
-        rows["tilepy"].append(r)
+        r, cpu, k, launches = split(step, args.steps)
+        rows["tilepy"].append((r, cpu))
         kern.append(k)
-        for name, fn in others.items():
-            rows[name].append(rate(fn, args.steps))
-    med = {k: statistics.median(v) for k, v in rows.items()}
-    per_step = 1.0 / med["tilepy"]
-    k = statistics.median(kern)
+        rows["tilepy Adam"].append(rate(adam, args.steps))
+        for side in sides:
+            for name, v in side.round(args.steps).items():
+                rows.setdefault(name, []).append(v)
+    for side in sides:
+        side.close()
+    best = {k: max(v) for k, v in rows.items()}
+    med = {k: statistics.median(r for r, _ in v) for k, v in rows.items()}
+    per_step = 1.0 / best["tilepy"][0]
+    k = min(kern)
     print(f"\n{kind} batch 64: first step {first:.2f} s (compiles or cache loads)")
-    print(f"  tilepy SGD    {med['tilepy']:8.1f} steps/s  ({per_step * 1e3:.3f} ms/step: "
-          f"kernels {k * 1e3:.3f} ms in {launches:.0f} launches, the rest "
-          f"{(per_step - k) * 1e3:.3f} ms Python)")
-    for name in others:
-        print(f"  {name:13s} {med[name]:8.1f} steps/s  tilepy / it = "
-              f"{med['tilepy'] / med[name]:.2f}x")
+    print(f"  tilepy SGD    best {best['tilepy'][0]:8.1f} steps/s (median {med['tilepy']:.1f}; "
+          f"{per_step * 1e3:.3f} ms/step: kernels {k * 1e3:.3f} ms in {launches:.0f} "
+          f"launches, the rest {(per_step - k) * 1e3:.3f} ms Python)")
+    for name in rows:
+        if name != "tilepy":
+            r, cpu = best[name]
+            print(f"  {name:13s} best {r:8.1f} steps/s (median {med[name]:.1f}; CPU "
+                  f"{cpu * 1e3:.3f} ms/step)  tilepy SGD / it = {best['tilepy'][0] / r:.2f}x")
 
 
 def main() -> int:
@@ -173,12 +246,24 @@ def main() -> int:
     ap.add_argument("--lenet", action="store_true", help="(kept: LeNet is in the default)")
     ap.add_argument("--fast", action="store_true",
                     help="tilepy in the JIT's fast mode (FMA, BLAS; not bit-exact)")
+    ap.add_argument("--warmup", type=float, default=2.0,
+                    help="seconds of warm-up steps per competitor before the rounds")
+    ap.add_argument("--torch-policy", choices=("both", "default", "passive"), default="both",
+                    help="torch workers' OMP_WAIT_POLICY: one worker with torch's default "
+                    "(spinning), one with PASSIVE, or both (the default: read the better)")
+    ap.add_argument("--torch-threads", type=int, default=0,
+                    help="torch's threads, if not --threads (torch's two-thread convolution "
+                    "backward is far slower than its one-thread one on a busy machine)")
+    ap.add_argument("--torch-worker", metavar="ROW", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.torch_worker:
+        torch_worker(args.torch_worker, args.threads, args.warmup)
+        return 0
     import numba
 
     numba.set_num_threads(args.threads)
-    print(f"threads: {args.threads}; load average {os.getloadavg()[0]:.2f}; tilepy "
-          f"{'fast' if args.fast else 'exact'} mode")
+    print(f"threads: {args.threads} (torch {args.torch_threads or args.threads}); load "
+          f"average {os.getloadavg()[0]:.2f}; tilepy {'fast' if args.fast else 'exact'} mode")
     for kind in args.models.split(","):
         if kind not in SHAPES:
             ap.error(f"unknown row {kind!r}; expected mlp, lenet or transformer")

@@ -7,8 +7,9 @@ Small launches run on one thread (as PyTorch runs ops below its grain size): wak
 Numba's pool costs far more than such a kernel's work, and on a busy machine a parallel
 launch over a few blocks waits for descheduled workers (0.6 ms instead of 9 us measured
 here). Launches whose largest array has at least GRAIN elements use all of Numba's threads.
-In fast mode a small launch's BLAS calls run on one thread as well (OpenBLAS's own pool
-spinning beside Numba's made an MLP step's gemms 150x slower on this loaded machine).
+In fast mode every launch's BLAS calls run on one thread (OpenBLAS's own pool spinning
+beside Numba's made an MLP step's gemms 150x slower on this loaded machine, and a big
+launch's gemm tiles already run on Numba's threads: docs/perf-log.md).
 """
 
 from __future__ import annotations
@@ -42,6 +43,29 @@ def profile():
         yield record
     finally:
         _PROFILE.remove(record)
+
+
+@contextlib.contextmanager
+def timed(name: str):
+    """Record the block as one launch of `name` in the active profile() (for kernels
+    launched through a library API rather than launch(): its checks are counted too)."""
+    if not _PROFILE:
+        yield
+        return
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        entry = _PROFILE[-1][name]
+        entry[0] += 1
+        entry[1] += time.perf_counter() - t0
+
+
+def fast_mode() -> bool:
+    """Whether launches now run on the JIT's fast mode (tilepy.backend("jit", fast=True))."""
+    chosen = _current.get()
+    name, options = current() if chosen is None else chosen
+    return name == "jit" and options == _FAST
 
 
 def _plan(kernel) -> tuple:
@@ -82,12 +106,12 @@ def _launch(kernel, arrays) -> None:
         fast = bool(options)
         if compiled[fast] is None:
             compiled[fast] = _compile(kernel, fast)
-        fn, views, blas = compiled[fast]
+        fn, views, _ = compiled[fast]
         if views is not None:
             arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
         big = max(a.size for a in arrays) >= GRAIN
         _threads(big)
-        if fast and (blas or not big):  # BLAS calls of small launches: one thread too
+        if fast:  # BLAS on one thread: big launches have Numba's pool (docs/models.md)
             from tilepy.jit.blas import one_thread
 
             with one_thread():

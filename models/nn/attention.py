@@ -17,7 +17,7 @@ from tilepy.kernels.attn_layout import DTYPES
 from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import attention as A
-from tilepy.models.kernels.launch import launch
+from tilepy.models.kernels.launch import launch, timed
 from tilepy.models.ops import as_tensor, record
 from tilepy.models.tensor import Tensor
 
@@ -81,13 +81,31 @@ def scaled_dot_product_attention(q, k, v, is_causal: bool = False) -> Tensor:
     return _composed(q, k, v, is_causal)
 
 
+SMALL_BLOCK = 16  # tile of short sequences (both lengths at most this)
+SMALL_ROWS = 4096  # query rows from which the short-sequence kernels are worth compiling
+
+
+def _block(q4: np.ndarray, k4: np.ndarray) -> int:
+    """The kernels' tile: 64, or SMALL_BLOCK when every query and key of a sequence fits
+    in one such tile and the work is large enough to pay for its compiles. One tile
+    covers all keys either way, and the larger tile only adds masked columns (zeros in
+    every sum), so the results are the same bits."""
+    if max(q4.shape[-2], k4.shape[-2]) <= SMALL_BLOCK and q4.size // q4.shape[-1] >= SMALL_ROWS:
+        return SMALL_BLOCK
+    return 64
+
+
 def _flash(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     """The library's flash attention, each leading index a batch of one head."""
     q4, k4, v4 = (x.data.reshape(-1, 1, *x.shape[-2:]) for x in (q, k, v))
-    o, lse = attention(q4, k4, v4, causal)
+    b = _block(q4, k4)
+    with timed("attention_fwd (library)"):
+        o, lse = attention(q4, k4, v4, causal, block_M=b, block_N=b)
 
     def bwd(g):
-        grads = attention_backward(q4, k4, v4, o, lse, g.reshape(q4.shape), causal)
+        with timed("attention_bwd (library)"):
+            grads = attention_backward(q4, k4, v4, o, lse, g.reshape(q4.shape), causal,
+                                       block=b)
         return tuple(d.reshape(x.shape) for d, x in zip(grads, (q, k, v)))
     return record(o.reshape(q.shape), (q, k, v), bwd, "attention")
 

@@ -91,3 +91,23 @@ def test_attention_module_errors():
         m(x, x, x[:, :3])
     with pytest.raises(ModelError, match=r"need_weights=True is not supported"):
         m(x, x, x, need_weights=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_short_sequences_small_flash_tiles_give_the_same_bits(causal):
+    from tilepy.kernels.attention_api import attention, attention_backward
+    from tilepy.models.nn import attention as A
+
+    rng = np.random.default_rng(5)
+    q, k, v, g = (rng.standard_normal((3, 1, 13, 8)).astype(np.float32) for _ in range(4))
+    got = {}
+    with tilepy.backend("interp"):
+        for b in (A.SMALL_BLOCK, 64):
+            o, lse = attention(q, k, v, causal, block_M=b, block_N=b)
+            got[b] = (o, lse, *attention_backward(q, k, v, o, lse, g, causal, block=b))
+    for small, big in zip(got[A.SMALL_BLOCK], got[64]):
+        assert small.tobytes() == big.tobytes()
+    rows = A.SMALL_ROWS // 16
+    assert A._block(np.zeros((rows, 1, 16, 8)), np.zeros((rows, 1, 16, 8))) == A.SMALL_BLOCK
+    assert A._block(np.zeros((rows, 1, 17, 8)), np.zeros((rows, 1, 16, 8))) == 64
+    assert A._block(np.zeros((2, 1, 16, 8)), np.zeros((2, 1, 16, 8))) == 64
