@@ -355,3 +355,69 @@ def test_thread_level_ir_verifies_and_round_trips(make):
     func = make().func
     verify(func)
     assert parse(format_func(func)) == func
+
+
+@tilepy.jit(out_idx=[-2, -1])
+def phase_kinds():
+    """Every phase runs as T.Parallel: a fill of per-thread storage, stores whose value
+    depends on the thread only through the address, a float atomic add in thread order,
+    a store at `tx` that only the last threads keep."""
+    @T.prim_func
+    def main(A: T.Tensor((2, 32), "float32"), B: T.Tensor((2, 4), "float32"),
+             C: T.Tensor((2, 4), "float32")):
+        with T.Kernel(2, threads=(4, 8)) as bx:
+            tx, ty = T.get_thread_binding(0), T.get_thread_binding(1)
+            acc = T.alloc_local((1,), "float32")
+            tot = T.alloc_shared((4,), "float32")
+            flag = T.alloc_shared((1,), "int32")
+            T.fill(flag, 0)
+            T.clear(acc)
+            if ty == 0:
+                tot[tx] = 0.0
+            if A[bx, ty * 4 + tx] > 0:
+                flag[0] = 1
+            T.sync_threads()
+            acc[0] = A[bx, ty * 4 + tx] * 1.5
+            T.atomic_add(tot[tx], acc[0])
+            T.sync_threads()
+            B[bx, tx] = tot[tx] + flag[0]
+            C[bx, tx] = acc[0]
+    return main
+
+
+def test_independent_phases_run_as_parallel_loops_with_thread_order_results():
+    k = phase_kinds()
+    text = str(k.ir)
+    assert text.count("T.Parallel(32)") == 3 and "T.serial(32)" not in text
+    assert "if t_2 >= 28:" in text  # of the threads writing C[bx, tx], the last ones
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((2, 32)) * 10 ** rng.uniform(-4, 4, (2, 32))).astype(np.float32)
+    a[1] = -np.abs(a[1])
+    b, c = interp(k, a)
+    prod = a.reshape(2, 8, 4) * np.float32(1.5)
+    tot = np.zeros((2, 4), np.float32)
+    for ty in range(8):  # threads add in ascending order: ty ascending for each tx
+        tot = tot + prod[:, ty]
+    np.testing.assert_array_equal(b, tot + np.array([[1], [0]], np.float32))
+    np.testing.assert_array_equal(c, prod[:, 7])
+    with tilepy.backend("jit"):
+        jb, jc = k(a)
+    np.testing.assert_array_equal(b.view(np.uint32), jb.view(np.uint32))
+    np.testing.assert_array_equal(c.view(np.uint32), jc.view(np.uint32))
+
+
+def test_stores_of_one_buffer_at_the_thread_in_different_positions_stay_serial():
+    @T.prim_func
+    def crossed(G: T.Tensor((4, 4), "int32")):
+        with T.Kernel(1, threads=4):
+            tx = T.get_thread_binding(0)
+            G[tx, 0] = 10 + tx
+            G[1, tx] = 20 + tx
+    g = np.zeros((4, 4), np.int32)
+    with tilepy.backend("interp"):
+        crossed(g)
+    want = np.zeros((4, 4), np.int32)
+    for t in range(4):  # thread by thread: thread 1's first store overwrites G[1, 0]
+        want[t, 0], want[1, t] = 10 + t, 20 + t
+    np.testing.assert_array_equal(g, want)
+    assert "T.serial(4)" in str(crossed.ir)
