@@ -421,3 +421,67 @@ def test_stores_of_one_buffer_at_the_thread_in_different_positions_stay_serial()
         want[t, 0], want[1, t] = 10 + t, 20 + t
     np.testing.assert_array_equal(g, want)
     assert "T.serial(4)" in str(crossed.ir)
+
+
+@tilepy.jit(out_idx=[-1])
+def votes(mask=0xFFFFFFFF, n=80):
+    """Every vote of every thread, with a per-lane mask or the given one."""
+    @T.prim_func
+    def main(P: T.Tensor((n,), "int32"), M: T.Tensor((n,), "int64"),
+             V: T.Tensor((7, n), "int64")):
+        with T.Kernel(1, threads=n):
+            tx = T.get_thread_binding(0)
+            p = P[tx] > 0
+            m = M[tx] if mask is None else mask
+            V[0, tx] = T.any_sync(p, m)
+            V[1, tx] = T.all_sync(p, m)
+            V[2, tx] = T.ballot_sync(p, m)
+            V[3, tx] = T.ballot(p)
+            V[4, tx] = T.activemask()
+            V[5, tx] = T.syncthreads_count(p)
+            V[6, tx] = T.syncthreads_and(p) * 2 + T.syncthreads_or(p)
+    return main
+
+
+def votes_model(p, masks):
+    """CUDA's __any_sync / __all_sync / __ballot_sync / __activemask per warp of 32 lanes
+    (lanes past the block's last thread do not exist), and __syncthreads_count/and/or."""
+    n = len(p)
+    out = np.zeros((7, n), np.int64)
+    for t in range(n):
+        base = t - t % 32
+        lanes = [base + k for k in range(32) if base + k < n]
+        named = [u for u in lanes if masks[t] >> (u - base) & 1]
+        bits = sum(1 << (u - base) for u in named if p[u])
+        out[0, t], out[1, t] = bits != 0, all(p[u] for u in named)
+        out[2, t] = bits
+        out[3, t] = sum(1 << (u - base) for u in lanes if p[u])
+        out[4, t] = (1 << len(lanes)) - 1
+        out[5, t] = np.count_nonzero(p)
+        out[6, t] = 2 * bool(p.all()) + bool(p.any())
+    return out
+
+
+@pytest.mark.parametrize("mask", [0xFFFFFFFF, 0x0000FFFF, None])
+def test_warp_and_block_votes_match_cudas_rules(mask):
+    rng = np.random.default_rng(7)
+    p = (rng.random(80) < 0.6).astype(np.int32)
+    p[32:64] = 1  # a warp where all hold; the last warp has 16 lanes
+    masks = rng.integers(0, 2 ** 32, 80, dtype=np.int64) if mask is None else np.full(
+        80, mask, np.int64)
+    got = interp(votes(mask), p, masks)
+    np.testing.assert_array_equal(got, votes_model(p, masks))
+    assert got[1, 40] == 1 and got[1, 0] == 0 and got[4, 79] == 0xFFFF
+    if mask is None:  # one kernel's bits on the JIT
+        with tilepy.backend("jit"):
+            np.testing.assert_array_equal(votes(mask)(p, masks), got)
+
+
+def test_a_vote_under_a_branch_on_the_thread_is_an_error():
+    with pytest.raises(TileSyntaxError, match="T.any_sync is inside the if"):
+        @T.prim_func
+        def bad(P: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=64):
+                tx = T.get_thread_binding(0)
+                if tx < 32:
+                    P[tx] = T.any_sync(P[tx] > 0)

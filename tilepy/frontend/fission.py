@@ -13,16 +13,16 @@ import dataclasses
 import math
 
 from tilepy.errors import NOLOC, Loc, TileSyntaxError
-from tilepy.frontend import exprs, phases, syncplan
-from tilepy.frontend.simt import WARP, AllReduce, Barrier, Shuffle
+from tilepy.frontend import exprs, phases, syncplan, votes
+from tilepy.frontend.simt import WARP, AllReduce, Barrier, Shuffle, Vote
 from tilepy.frontend.uniform import uniform_buffers
 from tilepy.frontend.walk import BODIES, children, deep, map_expr, stmt_exprs, sub_exprs
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Region, Var
 from tilepy.ir.ops import Op
-from tilepy.ir.types import Scope, bool_, int32
+from tilepy.ir.types import Scope, bool_, int32, int64
 
-_SPLITS = (Barrier, Shuffle, AllReduce)
+_SPLITS = (Barrier, Shuffle, AllReduce, Vote)
 
 
 def fission(tr, body: tuple, threads: tuple[int, ...], tvars: tuple[Var, ...],
@@ -157,7 +157,7 @@ class Fission:
         for s in body:
             if isinstance(s, Barrier):
                 cur = self.flush(out, cur)
-            elif isinstance(s, (Shuffle, AllReduce)):
+            elif isinstance(s, (Shuffle, AllReduce, Vote)):
                 cur = self.flush(out, cur + self.before(s)) + self.after(s)
             elif isinstance(s, S.Let) and self.pure(s.value):
                 out.append(s)  # the same for every thread: bound once, outside
@@ -320,6 +320,8 @@ class Fission:
     def before(self, s) -> list:
         """The statements each thread runs before the collective: its operands, stored
         where every thread can read them after the split."""
+        if isinstance(s, Vote):
+            return self.vote_operands(s)
         vals = self.exchange("xchg", s.value.dtype)
         out = [S.Store(vals, (self.lin,), s.value, loc=s.loc)]
         self._vals = vals
@@ -329,9 +331,20 @@ class Fission:
         return out
 
     def after(self, s) -> list:
+        if isinstance(s, Vote):
+            return votes.lower(self, s, self._vals, self._masks)
         if isinstance(s, Shuffle):
             return self.shuffle(s, self._vals, self._lanes)
         return self.allreduce(s, self._vals)
+
+    def vote_operands(self, s: Vote) -> list:
+        self._vals = self.exchange("xpred", int32)
+        out = [S.Store(self._vals, (self.lin,), exprs.cast(s.pred, int32, s.loc), loc=s.loc)]
+        self._masks = None
+        if s.mask is not None:
+            self._masks = self.exchange("xmask", int64)
+            out.append(S.Store(self._masks, (self.lin,), s.mask, loc=s.loc))
+        return out
 
     def shuffle(self, s: Shuffle, vals: Buffer, lanes: Buffer) -> list:
         """result = vals[source lane] (CUDA's __shfl_*_sync, width-lane groups); a source
