@@ -15,7 +15,7 @@ from tilepy.interpreter.state import Ctx, Shared
 from tilepy.ir import stmt as S
 from tilepy.ir.errors import ArgumentError, LoweringError, TilepyError
 from tilepy.ir.expr import Const
-from tilepy.ir.types import compute_dtype
+from tilepy.ir.types import Scope, compute_dtype
 
 # Elements per batch that one block may use (locals + parallel lanes): bounds memory.
 BATCH_ELEMENTS = 1 << 22
@@ -93,8 +93,10 @@ def _run_batch(shared: Shared, host: Ctx, s: S.Launch, grid, lin: np.ndarray) ->
 
 
 def _needs_order(body) -> bool:
-    """Statements whose effects are ordered across blocks, or seen by the user."""
-    return any(isinstance(x, (S.AtomicAdd, S.Print, S.Breakpoint)) for x in S.walk(body))
+    """Statements whose effects are ordered across blocks (atomic adds to global memory; an
+    atomic add to shared or local memory stays in its block), or seen by the user."""
+    return any(isinstance(x, (S.Print, S.Breakpoint)) or isinstance(x, S.AtomicAdd)
+               and x.dst.buffer.root.scope is Scope.GLOBAL for x in S.walk(body))
 
 
 def _batch_size(host: Ctx, body) -> int:

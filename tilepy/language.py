@@ -97,7 +97,7 @@ def _builtins(names: str, python: dict[str, Callable[..., Any]] | None = None) -
 _builtins("Kernel alloc_shared alloc_fragment alloc_local alloc_var empty const")
 _builtins("Parallel Pipelined serial unroll")
 # TVMScript's `with T.If(c):` / `T.Then()` / `T.Else()` frames, persistent loops, blockIdx
-_builtins("If Then Else Persistent get_block_binding")
+_builtins("If Then Else Persistent get_block_binding PersistentKernel")
 _builtins("While")  # TVMScript's `with T.While(cond):` frame
 # tile ops
 _builtins("copy gemm clear fill reduce_sum reduce_max reduce_min reduce_abssum reduce_absmax")

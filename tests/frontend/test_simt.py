@@ -355,3 +355,133 @@ def test_thread_level_ir_verifies_and_round_trips(make):
     func = make().func
     verify(func)
     assert parse(format_func(func)) == func
+
+
+@tilepy.jit(out_idx=[-2, -1])
+def phase_kinds():
+    """Every phase runs as T.Parallel: a fill of per-thread storage, stores whose value
+    depends on the thread only through the address, a float atomic add in thread order,
+    a store at `tx` that only the last threads keep."""
+    @T.prim_func
+    def main(A: T.Tensor((2, 32), "float32"), B: T.Tensor((2, 4), "float32"),
+             C: T.Tensor((2, 4), "float32")):
+        with T.Kernel(2, threads=(4, 8)) as bx:
+            tx, ty = T.get_thread_binding(0), T.get_thread_binding(1)
+            acc = T.alloc_local((1,), "float32")
+            tot = T.alloc_shared((4,), "float32")
+            flag = T.alloc_shared((1,), "int32")
+            T.fill(flag, 0)
+            T.clear(acc)
+            if ty == 0:
+                tot[tx] = 0.0
+            if A[bx, ty * 4 + tx] > 0:
+                flag[0] = 1
+            T.sync_threads()
+            acc[0] = A[bx, ty * 4 + tx] * 1.5
+            T.atomic_add(tot[tx], acc[0])
+            T.sync_threads()
+            B[bx, tx] = tot[tx] + flag[0]
+            C[bx, tx] = acc[0]
+    return main
+
+
+def test_independent_phases_run_as_parallel_loops_with_thread_order_results():
+    k = phase_kinds()
+    text = str(k.ir)
+    assert text.count("T.Parallel(32)") == 3 and "T.serial(32)" not in text
+    assert "if t_2 >= 28:" in text  # of the threads writing C[bx, tx], the last ones
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((2, 32)) * 10 ** rng.uniform(-4, 4, (2, 32))).astype(np.float32)
+    a[1] = -np.abs(a[1])
+    b, c = interp(k, a)
+    prod = a.reshape(2, 8, 4) * np.float32(1.5)
+    tot = np.zeros((2, 4), np.float32)
+    for ty in range(8):  # threads add in ascending order: ty ascending for each tx
+        tot = tot + prod[:, ty]
+    np.testing.assert_array_equal(b, tot + np.array([[1], [0]], np.float32))
+    np.testing.assert_array_equal(c, prod[:, 7])
+    with tilepy.backend("jit"):
+        jb, jc = k(a)
+    np.testing.assert_array_equal(b.view(np.uint32), jb.view(np.uint32))
+    np.testing.assert_array_equal(c.view(np.uint32), jc.view(np.uint32))
+
+
+def test_stores_of_one_buffer_at_the_thread_in_different_positions_stay_serial():
+    @T.prim_func
+    def crossed(G: T.Tensor((4, 4), "int32")):
+        with T.Kernel(1, threads=4):
+            tx = T.get_thread_binding(0)
+            G[tx, 0] = 10 + tx
+            G[1, tx] = 20 + tx
+    g = np.zeros((4, 4), np.int32)
+    with tilepy.backend("interp"):
+        crossed(g)
+    want = np.zeros((4, 4), np.int32)
+    for t in range(4):  # thread by thread: thread 1's first store overwrites G[1, 0]
+        want[t, 0], want[1, t] = 10 + t, 20 + t
+    np.testing.assert_array_equal(g, want)
+    assert "T.serial(4)" in str(crossed.ir)
+
+
+@tilepy.jit(out_idx=[-1])
+def votes(mask=0xFFFFFFFF, n=80):
+    """Every vote of every thread, with a per-lane mask or the given one."""
+    @T.prim_func
+    def main(P: T.Tensor((n,), "int32"), M: T.Tensor((n,), "int64"),
+             V: T.Tensor((7, n), "int64")):
+        with T.Kernel(1, threads=n):
+            tx = T.get_thread_binding(0)
+            p = P[tx] > 0
+            m = M[tx] if mask is None else mask
+            V[0, tx] = T.any_sync(p, m)
+            V[1, tx] = T.all_sync(p, m)
+            V[2, tx] = T.ballot_sync(p, m)
+            V[3, tx] = T.ballot(p)
+            V[4, tx] = T.activemask()
+            V[5, tx] = T.syncthreads_count(p)
+            V[6, tx] = T.syncthreads_and(p) * 2 + T.syncthreads_or(p)
+    return main
+
+
+def votes_model(p, masks):
+    """CUDA's __any_sync / __all_sync / __ballot_sync / __activemask per warp of 32 lanes
+    (lanes past the block's last thread do not exist), and __syncthreads_count/and/or."""
+    n = len(p)
+    out = np.zeros((7, n), np.int64)
+    for t in range(n):
+        base = t - t % 32
+        lanes = [base + k for k in range(32) if base + k < n]
+        named = [u for u in lanes if masks[t] >> (u - base) & 1]
+        bits = sum(1 << (u - base) for u in named if p[u])
+        out[0, t], out[1, t] = bits != 0, all(p[u] for u in named)
+        out[2, t] = bits
+        out[3, t] = sum(1 << (u - base) for u in lanes if p[u])
+        out[4, t] = (1 << len(lanes)) - 1
+        out[5, t] = np.count_nonzero(p)
+        out[6, t] = 2 * bool(p.all()) + bool(p.any())
+    return out
+
+
+@pytest.mark.parametrize("mask", [0xFFFFFFFF, 0x0000FFFF, None])
+def test_warp_and_block_votes_match_cudas_rules(mask):
+    rng = np.random.default_rng(7)
+    p = (rng.random(80) < 0.6).astype(np.int32)
+    p[32:64] = 1  # a warp where all hold; the last warp has 16 lanes
+    masks = rng.integers(0, 2 ** 32, 80, dtype=np.int64) if mask is None else np.full(
+        80, mask, np.int64)
+    got = interp(votes(mask), p, masks)
+    np.testing.assert_array_equal(got, votes_model(p, masks))
+    assert got[1, 40] == 1 and got[1, 0] == 0 and got[4, 79] == 0xFFFF
+    if mask is None:  # one kernel's bits on the JIT
+        with tilepy.backend("jit"):
+            np.testing.assert_array_equal(votes(mask)(p, masks), got)
+
+
+def test_a_vote_under_a_branch_on_the_thread_is_an_error():
+    with pytest.raises(TileSyntaxError, match="T.any_sync is inside the if"):
+        @T.prim_func
+        def bad(P: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=64):
+                tx = T.get_thread_binding(0)
+                if tx < 32:
+                    P[tx] = T.any_sync(P[tx] > 0)

@@ -204,3 +204,32 @@ def test_block_level_statements_inside_parallel_are_rejected(inner):
         run(func, dict(X=np.zeros(4, np.float32)), {})
     assert info.value.loc == where and "T.Parallel" in info.value.message
     assert info.value.hint
+
+
+def test_atomic_adds_to_shared_memory_keep_blocks_batched():
+    import tilepy.language as T
+    from tilepy.interpreter import schedule
+
+    @T.prim_func
+    def hist(X: T.Tensor((6, 64), "int32"), H: T.Tensor((6, 4), "float32")):
+        with T.Kernel(6) as bx:
+            s = T.alloc_shared((4,), "float32")
+            T.clear(s)
+            for i in T.Parallel(64):
+                T.atomic_add(s[X[bx, i] % 4], X[bx, i] * 0.1)
+            T.copy(s, H[bx, 0:4])
+
+    body = hist.func.body[0].body
+    assert not schedule._needs_order(body)  # each block's shared buffer is its own
+    x = np.random.default_rng(1).integers(0, 1000, (6, 64)).astype(np.int32)
+    outs = []
+    for batch in (True, False):
+        h = np.zeros((6, 4), np.float32)
+        run(hist.func, dict(X=x, H=h), {}, batch=batch)
+        outs.append(h)
+    np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+    want = np.zeros((6, 4), np.float32)
+    for b in range(6):
+        for i in range(64):  # lane order, one rounding per add
+            want[b, x[b, i] % 4] += np.float32(x[b, i] * np.float32(0.1))
+    np.testing.assert_array_equal(outs[0], want)

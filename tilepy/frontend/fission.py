@@ -13,16 +13,16 @@ import dataclasses
 import math
 
 from tilepy.errors import NOLOC, Loc, TileSyntaxError
-from tilepy.frontend import exprs, syncplan
-from tilepy.frontend.simt import WARP, AllReduce, Barrier, Shuffle
+from tilepy.frontend import exprs, phases, syncplan, votes
+from tilepy.frontend.simt import WARP, AllReduce, Barrier, Shuffle, Vote
 from tilepy.frontend.uniform import uniform_buffers
 from tilepy.frontend.walk import BODIES, children, deep, map_expr, stmt_exprs, sub_exprs
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Load, Region, Var
 from tilepy.ir.ops import Op
-from tilepy.ir.types import Scope, bool_, int32
+from tilepy.ir.types import Scope, bool_, int32, int64
 
-_SPLITS = (Barrier, Shuffle, AllReduce)
+_SPLITS = (Barrier, Shuffle, AllReduce, Vote)
 
 
 def fission(tr, body: tuple, threads: tuple[int, ...], tvars: tuple[Var, ...],
@@ -157,7 +157,7 @@ class Fission:
         for s in body:
             if isinstance(s, Barrier):
                 cur = self.flush(out, cur)
-            elif isinstance(s, (Shuffle, AllReduce)):
+            elif isinstance(s, (Shuffle, AllReduce, Vote)):
                 cur = self.flush(out, cur + self.before(s)) + self.after(s)
             elif isinstance(s, S.Let) and self.pure(s.value):
                 out.append(s)  # the same for every thread: bound once, outside
@@ -218,34 +218,20 @@ class Fission:
         if cur:
             t = Var(self.tr.unique("t"), int32)
             body = tuple(self.rewrite(s, t) for s in cur)
-            kind = S.ForKind.PARALLEL if self.independent(body, t) else S.ForKind.SERIAL
+            par = self.parallel_body(body, t)
+            kind = S.ForKind.SERIAL if par is None else S.ForKind.PARALLEL
+            body = body if par is None else par
             out.append(S.For(t, Const(0, int32), Const(self.n, int32), Const(1, int32),
                              kind, body, loc=cur[0].loc))
         return []
 
-    def independent(self, body, t: Var) -> bool:
-        """Whether no thread of this phase can see another's work: each writes shared or
-        global memory only at indices that include its own id `t`, reads nothing the phase
-        writes there, and runs no tile op, atomic or print. Any order of such threads
-        gives the same values, so the phase is a T.Parallel loop (the interpreter then
-        runs its threads as one vector step)."""
+    def parallel_body(self, body, t: Var):
+        """The phase as a T.Parallel loop's body when no thread can see another's work
+        (the interpreter then runs its threads as one vector step; frontend/phases.py says
+        when), else None."""
         own = {b.name for b in self.per_thread.values()} | {
             b.name for b in self.let_bufs.values()}
-        written, read = set(), set()
-        for s in deep(body):
-            if isinstance(s, (S.Print, S.Breakpoint, S.Alloc) + S.TILE_OPS):
-                return False
-            if isinstance(s, S.For) and (s.kind is S.ForKind.PARALLEL or any(
-                    x == t or isinstance(x, Load) for e in (s.start, s.stop, s.step)
-                    for x in sub_exprs(e))):
-                return False
-            for e in stmt_exprs(s):
-                read.update(x.buffer.root.name for x in sub_exprs(e) if isinstance(x, Load))
-            if isinstance(s, S.Store) and s.buffer.name not in own:
-                if t not in s.indices:
-                    return False
-                written.add(s.buffer.root.name)
-        return not written & read
+        return phases.parallel_body(body, t, self.n, own)
 
     # ------------------------------------------------------------ per-thread rewrite
     def thread_exprs(self, t: Var) -> dict:
@@ -277,6 +263,8 @@ class Fission:
         return self._stmt(s, t, f)
 
     def _stmt(self, s, t: Var, f):
+        if isinstance(s, S.Fill) and s.dst.buffer.name in self.per_thread:
+            return self._own_fill(s, t, f)
         if isinstance(s, S.Let) and s.var in self.let_bufs:
             return S.Store(self.let_bufs[s.var], (t,), map_expr(s.value, f), loc=s.loc)
         if isinstance(s, S.Store) and s.buffer.name in self.per_thread:
@@ -291,6 +279,23 @@ class Fission:
             else:
                 changes[fd.name] = self._value(v, t, f)
         return dataclasses.replace(s, **changes)
+
+    def _own_fill(self, s: S.Fill, t: Var, f):
+        """`T.fill` / `T.clear` of a thread's own storage, as stores (a store rounds as a
+        fill does), so that the phase can still run as T.Parallel."""
+        r = self._value(s.dst, t, f)
+        if not all(isinstance(e, Const) for e in r.extents):
+            return dataclasses.replace(s, dst=r, value=map_expr(s.value, f))
+        loops = [(Var(self.tr.unique("j"), int32), int(e.value)) for e in r.extents[1:]]
+        idx = (r.starts[0],) + tuple(
+            st if n == 1 else exprs.call(Op.ADD, [st, j], s.loc)
+            for st, (j, n) in zip(r.starts[1:], loops))
+        out = S.Store(r.buffer, idx, map_expr(s.value, f), loc=s.loc)
+        for j, n in reversed(loops):
+            if n != 1:
+                out = S.For(j, Const(0, int32), Const(n, int32), Const(1, int32),
+                            S.ForKind.SERIAL, (out,), loc=s.loc)
+        return out
 
     def _value(self, v, t: Var, f):
         if exprs.is_ir(v):
@@ -315,6 +320,8 @@ class Fission:
     def before(self, s) -> list:
         """The statements each thread runs before the collective: its operands, stored
         where every thread can read them after the split."""
+        if isinstance(s, Vote):
+            return self.vote_operands(s)
         vals = self.exchange("xchg", s.value.dtype)
         out = [S.Store(vals, (self.lin,), s.value, loc=s.loc)]
         self._vals = vals
@@ -324,9 +331,20 @@ class Fission:
         return out
 
     def after(self, s) -> list:
+        if isinstance(s, Vote):
+            return votes.lower(self, s, self._vals, self._masks)
         if isinstance(s, Shuffle):
             return self.shuffle(s, self._vals, self._lanes)
         return self.allreduce(s, self._vals)
+
+    def vote_operands(self, s: Vote) -> list:
+        self._vals = self.exchange("xpred", int32)
+        out = [S.Store(self._vals, (self.lin,), exprs.cast(s.pred, int32, s.loc), loc=s.loc)]
+        self._masks = None
+        if s.mask is not None:
+            self._masks = self.exchange("xmask", int64)
+            out.append(S.Store(self._masks, (self.lin,), s.mask, loc=s.loc))
+        return out
 
     def shuffle(self, s: Shuffle, vals: Buffer, lanes: Buffer) -> list:
         """result = vals[source lane] (CUDA's __shfl_*_sync, width-lane groups); a source

@@ -19,7 +19,8 @@ from tilepy.frontend.walk import BODIES, children, deep
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Buffer, Const, Expr, Load, Var
 from tilepy.ir.ops import Op
-from tilepy.ir.types import Scope, bool_, int32
+from tilepy.ir.types import Scope, bool_, int32, int64
+from tilepy.ir.types import dtype as dtype_of
 
 WARP = 32  # lanes per warp, as on NVIDIA GPUs
 _AXES = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
@@ -62,7 +63,21 @@ class AllReduce:
     what: str = "T.tvm_thread_allreduce"
 
 
-MARKERS = (Barrier, Shuffle, AllReduce)
+@dataclass(frozen=True)
+class Vote:
+    """A warp vote (kind "any", "all", "ballot": over the lanes of the caller's warp that
+    `mask` names) or a block vote ("count", "and", "or": over every thread of the block,
+    a barrier too): `result` (a per-thread scalar) gets it."""
+
+    kind: str
+    pred: Expr
+    mask: Expr | None
+    result: Buffer
+    loc: Loc
+    what: str
+
+
+MARKERS = (Barrier, Shuffle, AllReduce, Vote)
 
 
 @dataclass(frozen=True)
@@ -206,6 +221,50 @@ def _shuffle(tr, node, loc: Loc, name: str):
     return Load(result, ())
 
 
+# ---------------------------------------------------------------- votes
+
+# name -> (kind, result dtype, takes a mask)
+_VOTES = {"any_sync": ("any", "int32", True), "all_sync": ("all", "int32", True),
+          "ballot_sync": ("ballot", "uint64", True), "ballot": ("ballot", "uint64", False),
+          "syncthreads_count": ("count", "int32", False),
+          "syncthreads_and": ("and", "int32", False), "syncthreads_or": ("or", "int32", False)}
+FULL_MASK = 0xFFFFFFFF
+
+
+def _vote(tr, node, loc: Loc, name: str):
+    """`T.any_sync(pred, mask=0xFFFFFFFF)` and the other votes (TileLang's argument order:
+    the predicate first)."""
+    kind, dtype, masked = _VOTES[name]
+    a = Args(tr, node, ["predicate", "mask"] if masked else ["predicate"], loc, f"T.{name}")
+    pred = exprs.as_bool(a.value("predicate"), loc)
+    mask = None
+    if kind in ("any", "all", "ballot"):
+        raw = a.value("mask") if masked and a.has("mask") else FULL_MASK
+        if exprs.is_ir(raw):  # the low 32 bits, as CUDA's unsigned mask
+            mask = exprs.call(Op.BITAND, [exprs.cast(exprs.index_expr(raw, loc), int64, loc),
+                                          Const(FULL_MASK, int64)], loc)
+        else:
+            mask = Const(int(raw) & FULL_MASK, int64)
+    thread_vars(tr, loc)
+    result = tr.declare(Buffer(tr.unique("vote"), (), dtype_of(dtype), Scope.VAR), loc)
+    tr.emit(Vote(kind, pred, mask, result, loc, f"T.{name}"))
+    return Load(result, ())
+
+
+def _activemask(tr, node, loc: Loc, name: str):
+    """`T.activemask()`: the lanes of the caller's warp that exist in the block (every
+    thread reaches each statement in tilepy's model), as a uint64."""
+    Args(tr, node, [], loc, "T.activemask")
+    n = tr.thread_shape[0] * tr.thread_shape[1] * tr.thread_shape[2]
+    base = exprs.call(Op.SUB, [linear_id(tr, loc), exprs.call(
+        Op.BITAND, [linear_id(tr, loc), WARP - 1], loc)], loc)
+    lanes = exprs.call(Op.MIN, [exprs.call(Op.SUB, [n, base], loc), WARP], loc)
+    one = Const(1, int64)
+    bits = exprs.call(Op.SUB, [exprs.call(Op.SHL, [one, exprs.cast(lanes, int64, loc)], loc),
+                               one], loc)
+    return exprs.cast(bits, dtype_of("uint64"), loc)
+
+
 # ---------------------------------------------------------------- allreduce
 
 
@@ -343,5 +402,6 @@ HANDLERS = {"get_thread_binding": _get_thread_binding, "thread_binding": _thread
             "comm_reducer": _comm_reducer, "evaluate": _evaluate, "attr": _no_value,
             "loop_break": _loop_break}
 HANDLERS.update({n: _shuffle for n in _SHUFFLES})
+HANDLERS.update({n: _vote for n in _VOTES}, activemask=_activemask)
 builtins.HANDLERS.update(HANDLERS)
 NAMES = tuple(HANDLERS)

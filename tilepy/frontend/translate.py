@@ -20,7 +20,7 @@ from tilepy.errors import (
     TileSyntaxError,
     TileTypeError,
 )
-from tilepy.frontend import builtins, exprs, gridsync, simt
+from tilepy.frontend import annotations, builtins, exprs, gridsync, simt
 from tilepy.frontend.dtypes import as_format
 from tilepy.frontend.expressions import ExpressionMixin
 from tilepy.frontend.fission import fission
@@ -226,6 +226,8 @@ class Translator(ExpressionMixin):
         names = [self.frame_name(item.context_expr) for item in node.items]
         if names == ["Kernel"]:
             return self.launch(node, node.items[0])
+        if names == ["PersistentKernel"]:  # see launch()
+            return self.launch(node, node.items[0], persistent=True)
         if names in (["If"], ["If", "Then"]):
             return self.frame_if(node, names)
         if names == ["While"]:
@@ -267,7 +269,12 @@ class Translator(ExpressionMixin):
             raise TileTypeError("T.While takes one condition", self.loc(node))
         self._s_While(ast.copy_location(ast.While(call.args[0], node.body, []), node))
 
-    def launch(self, node: ast.With, item: ast.withitem) -> None:
+    def launch(self, node: ast.With, item: ast.withitem, persistent: bool = False) -> None:
+        """`with T.Kernel(grid..., threads=...) as (bx, ...)`. TileLang's
+        `T.PersistentKernel(grid..., threads=..., order=, panel_size=)` launches fewer
+        blocks that loop over the grid's tiles, each tile once, (bx, by) its coordinates;
+        blocks share nothing, so it computes what T.Kernel over that grid does (the tile
+        order is recorded as a hint)."""
         loc = self.loc(node)
         if self.in_kernel:
             raise TileSyntaxError("T.Kernel cannot be nested", loc)
@@ -276,6 +283,9 @@ class Translator(ExpressionMixin):
         if not 1 <= len(grid) <= 3:
             raise TileTypeError(f"T.Kernel takes 1 to 3 grid sizes; got {len(grid)}", loc)
         kw = {k.arg: self.expr(k.value) for k in call.keywords}
+        if persistent:
+            order = ", ".join(f"{k}={kw[k]!r}" for k in ("order", "panel_size") if k in kw)
+            annotations.add_hint(self, f"T.PersistentKernel({order})")
         threads = kw.get("threads", 128)
         threads = tuple(threads) if isinstance(threads, (tuple, list)) else (int(threads),)
         names = self.target_names(item.optional_vars, len(grid), loc)

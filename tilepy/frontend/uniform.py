@@ -8,7 +8,7 @@ may then keep such a loop outside its thread loops.
 
 from __future__ import annotations
 
-from tilepy.frontend.simt import AllReduce, Shuffle
+from tilepy.frontend.simt import AllReduce, Shuffle, Vote
 from tilepy.frontend.walk import BODIES, children
 from tilepy.ir import stmt as S
 
@@ -33,7 +33,7 @@ def _visit(body, fx, divergent: bool) -> None:
     for s in body:
         if isinstance(s, S.Let) and fx.is_dep(s.value):
             fx.dep.add(s.var)
-        elif isinstance(s, Shuffle):
+        elif isinstance(s, (Shuffle, Vote)):
             fx.uniform.discard(s.result.name)
         elif isinstance(s, AllReduce):
             fx.uniform.discard(s.dest.name)
