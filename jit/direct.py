@@ -66,8 +66,10 @@ def _feeds(em: Emitter, c: Copy, g: Gemm) -> bool:
             or dst.buffer.ndim != 2 or shape is None or dst.static_extents() != shape
             or not all(isinstance(x, Const) and int(x.value) == 0 for x in dst.starts)):
         return False
+    if src.buffer.data is not None:  # a view, declared later in the body: not known yet
+        return False
     r = em.ref(src.buffer)
-    return (r.kind == "global" and r.codec is None and src.buffer.data is None
+    return (r.kind == "global" and r.codec is None
             and src.buffer.ndim == 2 and src.dtype == dst.dtype
             and compute_dtype(src.dtype).name == src.dtype.name and src.static_extents() == shape
             and not any(_loads(e) for e in src.starts))
