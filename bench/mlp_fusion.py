@@ -31,25 +31,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tileop_bench import bias_gelu, matmul  # noqa: E402 - the same two tile ops
+
 import tilepy  # noqa: E402
-import tilepy.language as T  # noqa: E402
-from tilepy import Tensor, tile_op  # noqa: E402
+from tilepy import tile_op  # noqa: E402
 from tilepy.tileop.passes import fuse_epilogues, fuse_producers  # noqa: E402
-
-M, N, K = T.symbolic("M"), T.symbolic("N"), T.symbolic("K")
-GELU_C = math.sqrt(2.0 / math.pi)
-
-
-@tile_op
-def matmul(a: Tensor[M, K], b: Tensor[K, N]) -> Tensor[M, N]:
-    return sum(a[i, k] * b[k, j] for k in range(K))
-
-
-@tile_op
-def bias_gelu(x: Tensor[M, N], b: Tensor[N]) -> Tensor[M, N]:
-    v = x[i, j] + b[j]
-    return 0.5 * v * (1.0 + T.tanh(GELU_C * (v + 0.044715 * v * v * v)))
-
 
 # the second gemm at the fused kernel's tiles (64 rows, all 256 columns, k steps of 64):
 # part of the fused kernel's gain is these tiles, which this form has without fusion
