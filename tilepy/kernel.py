@@ -108,8 +108,7 @@ class Kernel:
     def __call__(self, *args):
         args, back = from_torch(args)  # torch tensors in and out (compat/torch_bridge.py)
         loc = _caller_loc()
-        arrays, sizes = bind_arguments(self.func, args, loc, None,
-                                       getattr(self, "empty_outputs", False))
+        arrays, sizes = bind_arguments(self.func, args, loc, self.empty_outputs)
         write_back = pointers.fill(self.func, arrays, loc)  # T.make_tensor's address tables
         run(self.func, arrays, sizes)
         write_back()
@@ -180,11 +179,9 @@ _INT_FAST = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b,
              Op.MOD: lambda a, b: a % b}
 
 
-def bind_arguments(func: PrimFunc, args, loc: Loc, written: frozenset[str] | None = None,
-                   empty_outputs: bool = False):
+def bind_arguments(func: PrimFunc, args, loc: Loc, empty_outputs: bool = False):
     """Check `args` against the signature; returns (arrays by name, sizes by name).
-    `written`: written_params(func), when the caller has it; `empty_outputs`: out_idx
-    outputs uninitialised (Kernel.empty_outputs), else zeroed."""
+    `empty_outputs`: out_idx outputs uninitialised (Kernel.empty_outputs), else zeroed."""
     sizes: dict[str, int] = {}
     args = bind_scalars(func, args, sizes, loc)
     inputs = [b for i, b in enumerate(func.params)
@@ -194,8 +191,7 @@ def bind_arguments(func: PrimFunc, args, loc: Loc, written: frozenset[str] | Non
         raise ArgumentError(f"{func.name} takes {len(inputs)} array(s) ({names}); got "
                             f"{len(args)}", loc)
     arrays: dict[str, np.ndarray] = {}
-    if written is None:
-        written = _written(func)  # one walk of the body per PrimFunc, not per call
+    written = _written(func)  # one walk of the body per PrimFunc, not per call
     args = [np.full(1, a, b.dtype.np_dtype) if _is_number(a) and b.static_shape() == (1,)
             and b.name not in written else a  # a float scalar parameter's value
             for b, a in zip(inputs, args)]

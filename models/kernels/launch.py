@@ -106,7 +106,7 @@ def _launch(kernel, arrays) -> None:
         fast = bool(options)
         if compiled[fast] is None:
             compiled[fast] = _compile(kernel, fast)
-        fn, views, _ = compiled[fast]
+        fn, views = compiled[fast]
         if views is not None:
             arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
         big = max(a.size for a in arrays) >= GRAIN
@@ -125,13 +125,13 @@ def _launch(kernel, arrays) -> None:
 
 
 def _compile(kernel, fast: bool) -> tuple:
-    """(compiled function, storage views or None, whether it calls BLAS inside blocks)."""
+    """(compiled function, storage views or None)."""
     from tilepy.jit import compile as jit_compile  # loads lazily (DESIGN.md)
 
     ck = jit_compile(kernel.func, fast=fast)
     # narrow floats (bf16, fp8) enter Numba as views of their storage integers
     views = ck.views if any(v is not None for v in ck.views) else None
-    return ck.fn, views, ck.blas_in_blocks
+    return ck.fn, views
 
 
 def _threads(big: bool) -> None:

@@ -86,7 +86,7 @@ def test_empty_outputs_skip_the_zero_fill(monkeypatch):
     func = softmax(block_N=64).func
     x = np.ones((4, 8), np.float32)
     monkeypatch.setattr(np, "zeros", no_zeros)
-    arrays, sizes = bind_arguments(func, (x,), Loc(), None, True)
+    arrays, sizes = bind_arguments(func, (x,), Loc(), empty_outputs=True)
     assert arrays["Y"].shape == (4, 8) and sizes == {"M": 4, "N": 8}
     with pytest.raises(AssertionError, match="np.zeros called"):
         bind_arguments(func, (x,), Loc())
