@@ -17,22 +17,37 @@ from tilepy.kernels.flash_attn import (
     attention_dq_sum,
     attention_fwd,
 )
+from tilepy.kernels.inputs import input_error
 
 DQ_PARTS_BYTES = 256 << 20  # largest buffer of dQ partials (KV tiles x rows x dim)
 
 
-def _flags(causal: bool, varlen: bool) -> np.ndarray:
-    """The kernels' run-time options (one compile serves every combination)."""
-    return np.array([int(bool(causal)), int(varlen)], np.int32)
+CAUSAL = {False: 0, None: 0, True: 1, "top_left": 1, "bottom_right": 2}
+
+
+def _flags(causal, varlen: bool) -> np.ndarray:
+    """The kernels' run-time options (one compile serves every combination): causal 0
+    none, 1 top-left aligned, 2 bottom-right aligned; varlen 0 or 1."""
+    if isinstance(causal, np.bool_):
+        causal = bool(causal)
+    mode = CAUSAL.get(causal, -1) if isinstance(causal, (bool, str, type(None))) else -1
+    if mode < 0:
+        raise input_error(f"attention: causal must be False, True, 'top_left' or "
+                          f"'bottom_right'; got {causal!r}",
+                          hint="True is 'top_left' (torch SDPA's is_causal); 'bottom_right' "
+                          "is flash-attn's (query i sees keys j <= i + Lk - Lq)")
+    return np.array([mode, int(varlen)], np.int32)
 
 
 def attention(q, k, v, causal=False, cu_seqlens=None, block_M=64, block_N=64,
               cu_seqlens_k=None):
     """(o, lse): o = softmax(q k^T / sqrt(d) [+ causal mask]) v per head, lse the natural
     logsumexp of each query row's scaled scores (float32), shaped like q without its last
-    axis. Keys may be fewer or more than queries; causal is top-left aligned (torch SDPA's
-    is_causal: query i sees keys j <= i). float32, bfloat16 or float16 inputs, float32
-    accumulation; o has the inputs' dtype."""
+    axis. Keys may be fewer or more than queries. causal: False; True or 'top_left' (torch
+    SDPA's is_causal: query i sees keys j <= i); 'bottom_right' (flash-attn >= 2.1, torch's
+    causal_lower_right: keys j <= i + Lk - Lq, per sequence), where a query that sees no
+    key (Lq > Lk) gives o = 0 and lse = -inf (and zero gradients). float32, bfloat16 or
+    float16 inputs, float32 accumulation; o has the inputs' dtype."""
     heads, kv_heads, dim, cu_q, cu_k, varlen = describe(q, k, v, cu_seqlens, cu_seqlens_k)
     kern = attention_fwd(heads, kv_heads, dim, block_M, block_N, str(q.dtype))
     Q, K, V = flat(q), flat(k), flat(v)

@@ -27,8 +27,11 @@ class MultiCase:
         """name -> (max error, max error / bound, passes)."""
         res = {}
         for k, ref in self.refs.items():
-            c = Case(k, "float32", "", None, [], ref, self.bounds[k])
-            res[k] = (*c.error(outs[k]), c.passes(outs[k]))
+            out = np.asarray(outs[k]).astype(np.float64)
+            same = out == ref  # equal infinities (lse -inf of a row that sees no key) match
+            c = Case(k, "float32", "", None, [], np.where(same, 0.0, ref), self.bounds[k])
+            out = np.where(same, 0.0, out)
+            res[k] = (*c.error(out), c.passes(out))
         return res
 
 
@@ -37,13 +40,17 @@ class MultiCase:
 
 def _packed_mask(cu_q, cu_k, causal):
     """Which key row each query row sees: its own sequence's, and with causal the keys at
-    positions <= the query's (top-left aligned, torch SDPA's is_causal)."""
+    positions <= the query's (True or 'top_left': torch SDPA's is_causal), or <= the
+    query's + Lk - Lq of the sequence ('bottom_right': flash-attn's)."""
     def seq_pos(cu):
         seq = np.repeat(np.arange(len(cu) - 1), np.diff(cu))
         return seq, np.arange(cu[-1]) - cu[seq]
     (sq, pq), (sk, pk) = seq_pos(cu_q), seq_pos(cu_k)
     ok = sq[:, None] == sk[None, :]
-    return ok & (pk[None, :] <= pq[:, None]) if causal else ok
+    if not causal:
+        return ok
+    shift = (np.diff(cu_k) - np.diff(cu_q))[sq] if causal == "bottom_right" else 0
+    return ok & (pk[None, :] <= (pq + shift)[:, None])
 
 
 def attention_train_case(rng, lengths, heads, kv_heads, dim, causal, varlen,
@@ -79,25 +86,29 @@ def attention_train_case(rng, lengths, heads, kv_heads, dim, causal, varlen,
     refs, bounds = ({n: lay(np.moveaxis(d[n], 0, 1) if d[n].ndim == 3 else d[n].T)
                      for n, lay in lays.items()} for d in (r, bnd))
     cross = "" if list(lengths_k) == list(lengths) else "cross "
-    return MultiCase(f"attention train {cross}{'causal ' if causal else ''}"
+    mode = {False: "", True: "causal "}.get(causal, f"causal {causal} ")
+    return MultiCase(f"attention train {cross}{mode}"
                      f"{'varlen ' if varlen else ''}H{heads}/KV{kv_heads} {dtype}", inputs,
                      refs, bounds)
 
 
 def _attention_f64(q, k, v, do, mask) -> dict:
-    """Every intermediate of attention and its gradients in float64, (H, T, ...) arrays."""
+    """Every intermediate of attention and its gradients in float64, (H, T, ...) arrays.
+    A query row that sees no key has p = 0 (o = 0, zero gradients) and lse = -inf."""
     sm = 1 / math.sqrt(q.shape[-1])
     s = np.where(mask, q @ k.transpose(0, 2, 1) * sm, -np.inf)
-    m = s.max(-1, keepdims=True)
+    seen = np.broadcast_to(mask.any(-1)[:, None], s.shape[:-1] + (1,))
+    m = np.where(seen, s.max(-1, keepdims=True), 0.0)
     e = np.exp(s - m)
-    den = e.sum(-1, keepdims=True)
+    den = np.where(seen, e.sum(-1, keepdims=True), 1.0)
     p = e / den
     o = p @ v
     dP = do @ v.transpose(0, 2, 1)
     delta = (do * o).sum(-1, keepdims=True)
     dS = p * (dP - delta)
     return {"q": q, "k": k, "v": v, "do": do, "s": s, "m": m, "p": p, "o": o, "dP": dP,
-            "delta": delta, "dS": dS, "lse": (m + np.log(den))[..., 0], "sm": sm,
+            "delta": delta, "dS": dS, "lse": np.where(seen, m + np.log(den), -np.inf)[..., 0],
+            "sm": sm,
             "dq": dS @ k * sm, "dk": dS.transpose(0, 2, 1) @ q * sm,
             "dv": p.transpose(0, 2, 1) @ do}
 
@@ -109,6 +120,7 @@ def _forward_bounds(r: dict, S: int, ulp: float = U32) -> dict:
     # (spread + D * qk terms) becomes P's relative error, rows add S terms, each of at most
     # S/16 tiles rescales with 2 roundings and an exp2, the divide one: c relative to sum p|v|
     D, nb = r["q"].shape[-1], math.ceil(S / 16)
+    lse = np.where(np.isfinite(r["lse"]), r["lse"], 0.0)  # -inf: rows that see no key
     fin = np.isfinite(r["s"])
     spread = float(np.max(np.where(fin, r["m"] - r["s"], 0)))
     qk = float((np.abs(r["q"]) @ np.abs(r["k"]).transpose(0, 2, 1)).max()) * r["sm"]
@@ -119,10 +131,10 @@ def _forward_bounds(r: dict, S: int, ulp: float = U32) -> dict:
     b_o = (c + low) * (r["p"] @ np.abs(r["v"])) * 1.01 + low * np.abs(r["o"])
     # lse = (m*scale2 + log2 den) ln2: the max moves with its score (D*qk u), log2 of a sum
     # off by c relative moves by c/ln2, three roundings of values up to |lse| + |m|.
-    b_lse = (c + D * qk * U32 + 4 * U32 * (np.abs(r["lse"]) + np.abs(r["m"][..., 0]))) * 1.01
+    b_lse = (c + D * qk * U32 + 4 * U32 * (np.abs(lse) + np.abs(r["m"][..., 0]))) * 1.01
     # backward P = exp2(s scale2 - lse log2e): exponent off by the score's D*qk u, lse's
     # bound, 3 roundings of values up to |s| + |lse|; exp2 adds EXP2_U: relative rP.
-    big = np.max(np.abs(np.where(fin, r["s"], 0))) + np.max(np.abs(r["lse"]))
+    big = np.max(np.abs(np.where(fin, r["s"], 0))) + np.max(np.abs(lse))
     rP = float(np.max(b_lse) + D * qk * U32 + 3 * U32 * big) * 2 + EXP2_U * U32
     return {"o": b_o, "lse": b_lse, "rP": rP, "nb": nb, "low": low}
 

@@ -1,18 +1,22 @@
 """Flash attention for training: a forward that also writes the logsumexp of each query row,
 and a backward that recomputes the probabilities from it (FlashAttention-2's scheme), with
-causal masking (top-left aligned, as torch SDPA), grouped KV heads (GQA: query head h reads
-KV head h // (heads // kv_heads)), queries and keys of different lengths (cross-attention:
-CuQ and CuK give each sequence's rows) and variable lengths (packed sequences). Rows are
-addressed through attn_layout (both layouts, one kernel); the wrappers that build tables
-are in attention_api. The online softmax (online_softmax_state/_step) also serves the
-fixed-shape forward of attention.py.
+causal masking (top-left aligned as torch SDPA's is_causal, or bottom-right as flash-attn
+>= 2.1: query i sees keys j <= i + shift, shift = 0 or Lk - Lq), grouped KV heads (GQA:
+query head h reads KV head h // (heads // kv_heads)), queries and keys of different lengths
+(cross-attention: CuQ and CuK give each sequence's rows) and variable lengths (packed
+sequences). Rows are addressed through attn_layout (both layouts, one kernel); the
+wrappers that build tables are in attention_api. The online softmax
+(online_softmax_state/_step) also serves the fixed-shape forward of attention.py.
 
 Backward, without atomics: `attention_delta` (Delta = rowsum(dO * O)), `attention_dkdv`
 (one block per KV tile and KV head: the group's query heads, then query tiles, ascending,
 add into dK and dV) and `attention_dq` (one block per query tile: KV tiles ascending).
 Scores are in base 2: P = exp2(s * log2(e)/sqrt(d) - lse * log2(e)). Causal masking and
-the layout are run-time flags (Flags = [causal, varlen]): one compile per head count, dim,
-tile and dtype serves them all. Inputs may be float32, bfloat16 or float16; every sum is
+the layout are run-time flags (Flags = [causal, varlen]; causal 0 none, 1 top-left, 2
+bottom-right): one compile per head count, dim, tile and dtype serves them all. A query
+row that sees no key (bottom-right with Lq > Lk) gets o = 0 and lse = -inf, and the
+backward treats it as a padding row (P = 0: zero gradients). Inputs may be float32,
+bfloat16 or float16; every sum is
 accumulated in float32 and P, dP, dS stay float32 in the backward's gemms.
 """
 
@@ -38,25 +42,35 @@ def _load_rows(dst, src, off, stride, s0, n, rows, dim):
 
 
 @T.macro
-def _mask(scores, q0, k0, nq, nk, causal, block_M, block_N):
+def causal_shift(causal, nq, nk):
+    """How far right the causal diagonal moves: query i sees keys j <= i + shift (nk - nq
+    bottom-right aligned, causal == 2; else 0)."""
+    return T.if_then_else(causal == 2, nk - nq, 0)
+
+
+@T.macro
+def _mask(scores, q0, k0, nq, nk, causal, block_M, block_N, shift):
     """Scores start at 0 where the key is visible to the query, else -inf; the gemm adds."""
     for i, j in T.Parallel(block_M, block_N):
-        ok = (k0 + j < nk) and (q0 + i < nq) and (causal == 0 or k0 + j <= q0 + i)
+        ok = (k0 + j < nk) and (q0 + i < nq) and (causal == 0 or k0 + j <= q0 + i + shift)
         scores[i, j] = T.if_then_else(ok, 0.0, NEG_INF)
 
 
 @T.macro
-def masked_scores(scores, Q_s, K_s, q0, k0, nq, nk, causal, block_M, block_N, may_mask=True):
+def masked_scores(scores, Q_s, K_s, q0, k0, nq, nk, causal, block_M, block_N, may_mask=True,
+                  shift=0):
     """scores = Q_s K_s^T, -inf where masked; a tile with every key visible to every query
     skips the mask (a cleared accumulator gives the same sums), and may_mask=False (known
-    when the kernel is built) leaves the mask out of the kernel. Causal is top-left aligned
-    (torch SDPA's is_causal): query i sees the keys j <= i of its sequence."""
+    when the kernel is built) leaves the mask out of the kernel. With causal != 0 query i
+    sees the keys j <= i + shift of its sequence (shift 0: top-left, torch SDPA's
+    is_causal)."""
     if not may_mask:
         T.gemm(Q_s, K_s, scores, transpose_B=True, clear_accum=True)
-    elif k0 + block_N <= nk and q0 + block_M <= nq and (causal == 0 or k0 + block_N <= q0 + 1):
+    elif k0 + block_N <= nk and q0 + block_M <= nq and (
+            causal == 0 or k0 + block_N <= q0 + 1 + shift):
         T.gemm(Q_s, K_s, scores, transpose_B=True, clear_accum=True)
     else:
-        _mask(scores, q0, k0, nq, nk, causal, block_M, block_N)
+        _mask(scores, q0, k0, nq, nk, causal, block_M, block_N, shift)
         T.gemm(Q_s, K_s, scores, transpose_B=True)
 
 
@@ -103,6 +117,18 @@ def online_softmax_step(state, V_s, scale, dtype, block_M, block_N, dim):
         T.gemm(probs, V_s, acc_o)
 
 
+@T.macro
+def _sees_keys(causal, row, shift):
+    """Whether query `row` sees any key (every sequence with queries has a key)."""
+    return causal == 0 or row + shift >= 0
+
+
+@T.macro
+def _keys_seen(causal, row_end, nk, shift):
+    """How many leading keys the queries before `row_end` see together."""
+    return T.if_then_else(causal != 0, T.min(T.max(row_end + shift, 0), nk), nk)
+
+
 @tilepy.jit
 def attention_fwd(heads, kv_heads, dim, block_M=64,
                   block_N=64, dtype="float32"):
@@ -125,20 +151,24 @@ def attention_fwd(heads, kv_heads, dim, block_M=64,
             nq, nk = CuQ[b + 1] - CuQ[b], CuK[b + 1] - CuK[b]
             qoff, qst = row_offset(Flags[1], b, by, heads, CuQ[b], nq)
             koff, kst = row_offset(Flags[1], b, by // group, kv_heads, CuK[b], nk)
+            shift = causal_shift(Flags[0], nq, nk)
             _load_rows(Q_s, Q, qoff, qst, q0, nq, block_M, dim)
-            last = T.if_then_else(Flags[0] != 0, T.min(q0 + block_M, nk), nk)
-            for kb in T.serial(T.ceildiv(last, block_N)):
+            for kb in T.serial(T.ceildiv(_keys_seen(Flags[0], q0 + block_M, nk, shift),
+                                         block_N)):
                 _load_rows(K_s, K, koff, kst, kb * block_N, nk, block_N, dim)
                 masked_scores(scores, Q_s, K_s, q0, kb * block_N, nq, nk, Flags[0], block_M,
-                              block_N)
+                              block_N, True, shift)
                 _load_rows(V_s, V, koff, kst, kb * block_N, nk, block_N, dim)
                 online_softmax_step(state, V_s, scale, dtype, block_M, block_N, dim)
             for i, d in T.Parallel(block_M, dim):
-                if q0 + i < nq:
-                    O[qoff + (q0 + i) * qst, d] = acc_o[i, d] / denom[i]
+                if q0 + i < nq:  # a row that sees no key: 0 (its acc_o / denom is 0 / 0)
+                    O[qoff + (q0 + i) * qst, d] = T.if_then_else(
+                        _sees_keys(Flags[0], q0 + i, shift), acc_o[i, d] / denom[i], 0.0)
             for i in T.Parallel(block_M):
                 if q0 + i < nq:
-                    LSE[qoff + (q0 + i) * qst] = (m_new[i] * scale + T.log2(denom[i])) * LN2
+                    LSE[qoff + (q0 + i) * qst] = T.if_then_else(
+                        _sees_keys(Flags[0], q0 + i, shift),
+                        (m_new[i] * scale + T.log2(denom[i])) * LN2, NEG_INF)
 
     return attention_fwd
 
@@ -181,10 +211,10 @@ def _bwd_tiles(block, dim, dtype):
 
 
 @T.macro
-def _recompute(tiles, q0, k0, nq, nk, causal, scale, block):
+def _recompute(tiles, q0, k0, nq, nk, causal, scale, block, shift):
     """P and dS of a (query tile, KV tile) pair from the loaded tiles and row stats."""
     Q_s, dO_s, K_s, V_s, scores, P, dP, lse2, delta = tiles
-    masked_scores(scores, Q_s, K_s, q0, k0, nq, nk, causal, block, block)
+    masked_scores(scores, Q_s, K_s, q0, k0, nq, nk, causal, block, block, True, shift)
     T.gemm(dO_s, V_s, dP, transpose_B=True, clear_accum=True)
     _probs(scores, P, dP, lse2, delta, scale, block, block)
 
@@ -199,9 +229,12 @@ def _probs(scores, P, dP, lse2, delta, scale, block_M, block_N):
 
 
 @T.macro
-def _load_stats(lse2, delta, LSE, Delta, off, stride, s0, n, rows):
+def _load_stats(lse2, delta, LSE, Delta, off, stride, s0, n, rows, causal, shift):
+    """lse * log2(e) and Delta of the tile's rows; 0 for rows past the end and rows that
+    see no key (lse -inf), whose scores are all -inf: P = exp2(-inf) = 0 there."""
     for i in T.Parallel(rows):
-        lse2[i] = T.if_then_else(s0 + i < n, LSE[off + (s0 + i) * stride] * LOG2E, 0.0)
+        lse2[i] = T.if_then_else(s0 + i < n and _sees_keys(causal, s0 + i, shift),
+                                 LSE[off + (s0 + i) * stride] * LOG2E, 0.0)
         delta[i] = T.if_then_else(s0 + i < n, Delta[off + (s0 + i) * stride], 0.0)
 
 
@@ -243,14 +276,17 @@ def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=Fal
             _load_rows(V_s, V, koff, kst, k0, nk, block, dim)
             T.clear(dK_l)
             T.clear(dV_l)
-            first = T.if_then_else(Flags[0] != 0, k0 // block, 0)
+            shift = causal_shift(Flags[0], nq, nk)
+            # the first query tile that sees key k0: its rows from k0 - shift on
+            first = T.if_then_else(Flags[0] != 0, T.min(T.max(k0 - shift, 0), nq) // block, 0)
             for g in T.serial(group):
                 qoff, qst = row_offset(Flags[1], b, by * group + g, heads, CuQ[b], nq)
                 for qb in T.serial(first, T.ceildiv(nq, block)):
                     _load_rows(Q_s, Q, qoff, qst, qb * block, nq, block, dim)
                     _load_rows(dO_s, dO, qoff, qst, qb * block, nq, block, dim)
-                    _load_stats(lse2, delta, LSE, Delta, qoff, qst, qb * block, nq, block)
-                    _recompute(tiles, qb * block, k0, nq, nk, Flags[0], scale, block)
+                    _load_stats(lse2, delta, LSE, Delta, qoff, qst, qb * block, nq, block,
+                                Flags[0], shift)
+                    _recompute(tiles, qb * block, k0, nq, nk, Flags[0], scale, block, shift)
                     T.gemm(P, dO_s, dV_l, transpose_A=True)
                     T.gemm(dP, Q_s, dK_l, transpose_A=True)
                     if dq_parts:
@@ -287,13 +323,13 @@ def attention_dq(heads, kv_heads, dim, block=64, dtype="float32"):
             koff, kst = row_offset(Flags[1], b, by // group, kv_heads, CuK[b], nk)
             _load_rows(Q_s, Q, qoff, qst, q0, nq, block, dim)
             _load_rows(dO_s, dO, qoff, qst, q0, nq, block, dim)
-            _load_stats(lse2, delta, LSE, Delta, qoff, qst, q0, nq, block)
+            shift = causal_shift(Flags[0], nq, nk)
+            _load_stats(lse2, delta, LSE, Delta, qoff, qst, q0, nq, block, Flags[0], shift)
             T.clear(dQ_l)
-            last = T.if_then_else(Flags[0] != 0, T.min(q0 + block, nk), nk)
-            for kb in T.serial(T.ceildiv(last, block)):
+            for kb in T.serial(T.ceildiv(_keys_seen(Flags[0], q0 + block, nk, shift), block)):
                 _load_rows(K_s, K, koff, kst, kb * block, nk, block, dim)
                 _load_rows(V_s, V, koff, kst, kb * block, nk, block, dim)
-                _recompute(tiles, q0, kb * block, nq, nk, Flags[0], scale, block)
+                _recompute(tiles, q0, kb * block, nq, nk, Flags[0], scale, block, shift)
                 T.gemm(dP, K_s, dQ_l)
             _store_rows(dQ, dQ_l, qoff, qst, q0, nq, block, dim, sm)
 
@@ -314,11 +350,12 @@ def attention_dq_sum(heads, dim, block=64, dtype="float32"):
         with T.Kernel(NT, heads, threads=128) as (bx, by):
             acc = T.alloc_fragment((block, dim), ACC)
             b, q0 = Tiles[bx, 0], Tiles[bx, 1]
-            nq, tiles_k = CuQ[b + 1] - CuQ[b], T.ceildiv(CuK[b + 1] - CuK[b], block)
+            nq, nk = CuQ[b + 1] - CuQ[b], CuK[b + 1] - CuK[b]
             qoff, qst = row_offset(Flags[1], b, by, heads, CuQ[b], nq)
             T.clear(acc)
-            seen = T.if_then_else(Flags[0] != 0, T.min(q0 // block + 1, tiles_k), tiles_k)
-            for kt in T.serial(seen):
+            # the KV tiles attention_dkdv wrote for this query tile
+            seen = _keys_seen(Flags[0], q0 + block, nk, causal_shift(Flags[0], nq, nk))
+            for kt in T.serial(T.ceildiv(seen, block)):
                 for i, d in T.Parallel(block, dim):
                     if q0 + i < nq:
                         acc[i, d] = acc[i, d] + DQP[kt, qoff + (q0 + i) * qst, d]
