@@ -1,7 +1,8 @@
 """Cross-entropy with torch's reductions (tilepy.kernels.xent_api): loss and dx for
-'mean' | 'sum' | 'none', ignore_index and class weights, against float64 numpy within the
-bounds of tilepy.kernels.checks_lib (interpreter; the per-row kernels' JIT check is
-tests/kernels/test_rowops.py's)."""
+'mean' | 'sum' | 'none', ignore_index, label smoothing and class weights (together too),
+against float64 numpy within the bounds of tilepy.kernels.checks_lib (interpreter; the
+unweighted per-row kernels' JIT check is tests/kernels/test_rowops.py's), and against
+torch when it is installed."""
 
 import numpy as np
 import pytest
@@ -12,7 +13,8 @@ from tilepy.kernels.checks_lib import xent_reduced_case
 from tilepy.kernels.xent_api import cross_entropy, cross_entropy_backward
 
 CASES = [("mean", 0.0, False), ("sum", 0.0, False), ("none", 0.0, False),
-         ("mean", 0.1, False), ("mean", 0.0, True), ("none", 0.0, True), ("sum", 0.0, True)]
+         ("mean", 0.1, False), ("mean", 0.0, True), ("none", 0.0, True), ("sum", 0.0, True),
+         ("mean", 0.1, True), ("none", 0.1, True), ("sum", 0.25, True)]
 
 
 def _run(case, reduction, smoothing):
@@ -58,7 +60,6 @@ def test_mean_is_over_the_rows_not_ignored():
     (dict(labels=np.array([0, 5], np.int32)), r"labels must lie in \[0, 3\) or be "
                                               r"ignore_index=-100; got 5"),
     (dict(weight=np.ones(2, np.float32)), r"class weights must have shape \(3,\)"),
-    (dict(weight=np.ones(3, np.float32), label_smoothing=0.1), r"need label_smoothing=0"),
 ])
 def test_bad_inputs_name_the_callers_line(kwargs, message):
     args = dict(x=np.zeros((2, 3), np.float32), labels=np.array([0, 1], np.int32))
@@ -66,3 +67,64 @@ def test_bad_inputs_name_the_callers_line(kwargs, message):
     with pytest.raises(KernelInputError, match=message) as e:
         cross_entropy(**args)
     assert e.value.loc.file == __file__
+
+
+def test_weights_with_smoothing_weight_the_smoothing_term():
+    # torch's definition weights the smoothing term per class; weighting only the row (the
+    # unweighted smoothed loss times w[y]) must fail the bound
+    from tilepy.kernels.xent import xent_fwd
+
+    case = xent_reduced_case(np.random.default_rng(14), 37, 300, "none", 0.3, True)
+    i = case.inputs
+    with tilepy.backend("interp"):
+        rows, _ = xent_fwd(-100, 0.3)(i["x"], i["labels"])
+    keep = i["labels"] != -100
+    wrong = rows * np.where(keep, i["weight"][np.where(keep, i["labels"], 0)], 0)
+    assert not case.check({"loss": wrong, "dx": case.refs["dx"]})["loss"][2]
+
+
+TORCH_CASES = [(r, eps) for r in ("mean", "sum", "none") for eps in (0.0, 0.2)]
+
+
+@pytest.mark.parametrize("reduction, smoothing", TORCH_CASES)
+def test_matches_torch_with_weights_smoothing_and_ignored_rows(reduction, smoothing):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(15)
+    x = (rng.standard_normal((23, 70)) * 3).astype(np.float32)
+    lab = rng.integers(0, 70, 23).astype(np.int32)
+    lab[::4] = 7  # ignore_index=7 is a class too: those rows are ignored
+    w = rng.uniform(0.2, 3, 70).astype(np.float32)
+    dloss = rng.standard_normal(23 if reduction == "none" else ()).astype(np.float32)
+    kw = dict(reduction=reduction, ignore_index=7, label_smoothing=smoothing)
+    with tilepy.backend("interp"):
+        loss, lse = cross_entropy(x, lab, weight=w, **kw)
+        dx = cross_entropy_backward(x, lab, lse, dloss, weight=w, **kw)
+    X = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    t = torch.nn.functional.cross_entropy(X, torch.tensor(lab, dtype=torch.int64),
+                                          weight=torch.tensor(w, dtype=torch.float64), **kw)
+    t.backward(torch.tensor(dloss, dtype=torch.float64))
+    np.testing.assert_allclose(loss, t.detach().numpy(), rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(dx, X.grad.numpy(), rtol=1e-5, atol=1e-7)
+    assert not dx[::4].any()
+
+
+@pytest.mark.parametrize("backward", [
+    False, pytest.param(True, marks=pytest.mark.exhaustive)])  # one compile by default
+def test_weighted_kernels_jit_gives_the_interpreters_bits(backward):
+    from tilepy.kernels.xent import xent_bwd_weighted, xent_fwd_weighted
+    from tilepy.kernels.xent_api import _class_weights
+
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((9, 300)).astype(np.float32)
+    lab = rng.integers(0, 300, 9).astype(np.int32)
+    lab[2] = -100
+    w, ws = _class_weights(rng.uniform(0.5, 2, 300))
+    outs = {}
+    for be in ("interp", "jit"):
+        with tilepy.backend(be):
+            outs[be] = list(xent_fwd_weighted(-100, 0.1, 8, 128)(x, lab, w, ws))
+            if backward:
+                outs[be].append(xent_bwd_weighted(-100, 0.1, 8, 128)(
+                    x, lab, outs[be][1], outs[be][0], w, ws))
+    for want, got in zip(outs["interp"], outs["jit"]):
+        assert np.array_equal(want, got)

@@ -366,21 +366,61 @@ def _xent_refs(x, lab, dl, smoothing, ignore_index, chunk):
     return {"loss": loss, "lse": lse, "dx": dx}, {"loss": b_loss, "lse": b_lse, "dx": b_dx}
 
 
+def _xent_weighted_refs(x, lab, dl, smoothing, ignore_index, chunk, cw):
+    """As _xent_refs for the weighted kernels (class weights cw with smoothing, torch's
+    definition: the smoothing term weights each class)."""
+    refs, b = _xent_refs(x, lab, dl, 0.0, ignore_index, chunk)  # lse and its bound
+    M, C = x.shape
+    X, lse, b_lse, eps = x.astype(np.float64), refs["lse"], b["lse"], smoothing
+    keep = lab != ignore_index
+    w = cw.astype(np.float64)
+    y = np.where(keep, lab, 0)
+    wy, ws, xl = (1 - eps) * w[y], w.sum(), X[np.arange(M), y]
+    loss = np.where(keep, wy * (lse - xl) + eps / C * (ws * lse - X @ w), 0)
+    # the weighted sum: C products and adds, + an add per chunk; WSum rounded once, the
+    # constants (1 - eps, eps / C) once each, then at most 8 more roundings of values up
+    # to mag; lse's error enters through both terms
+    mag = np.abs(wy) * (np.abs(lse) + np.abs(xl)) + eps / C * (
+        abs(ws) * np.abs(lse) + np.abs(X) @ np.abs(w))
+    b_loss = np.where(keep, (np.abs(wy) + eps / C * abs(ws)) * b_lse
+                      + gamma(C + math.ceil(C / chunk) + 8) * mag, 0)
+    p = np.exp(X - lse[:, None])
+    hot = np.zeros_like(X)
+    hot[np.arange(M), y] = wy
+    a = wy + eps / C * ws  # p's factor
+    dx = np.where(keep[:, None], (p * a[:, None] - hot - eps / C * w) * dl[:, None], 0)
+    # p relative rp (as _xent_refs); a, the products, the subtractions and the multiply by
+    # dLoss: 8 roundings of values up to p|a| + |hot| + eps/C |w|
+    rp = b_lse[:, None] + (np.abs(X - lse[:, None]) + 1 + EXP_U) * U32
+    pa = p * np.abs(a)[:, None]
+    b_dx = np.where(keep[:, None], (rp * pa + 8 * U32 * (pa + np.abs(hot) + eps / C * np.abs(
+        w))) * np.abs(dl)[:, None] * 1.01, 0)
+    return {"loss": loss, "lse": lse, "dx": dx}, {"loss": b_loss, "lse": b_lse, "dx": b_dx}
+
+
 def xent_reduced_case(rng, M, C, reduction, smoothing=0.0, weighted=False,
                       ignore_index=-100) -> MultiCase:
     """tilepy.kernels.xent_api's loss and dx against torch's definition in float64: rows
     weighted by their class's weight (or 1), 0 when ignored; 'mean' divides by the
     weights' sum. The float64 sums (M adds) and the rounding to float32 add gamma_M(2^-53)
-    and u to the per-row bounds carried through the same weights."""
+    and u to the per-row bounds carried through the same weights. With weights and
+    smoothing both, the rows' losses and gradients carry the weights themselves
+    (_xent_weighted_refs) and 'mean' still divides by the target classes' weights."""
     x, lab = _xent_inputs(rng, M, C, ignore_index)
     cw = rng.uniform(0.5, 2, C).astype(np.float32) if weighted else None
     keep = lab != ignore_index
     w = np.where(keep, 1.0 if cw is None else cw.astype(np.float64)[np.where(keep, lab, 0)], 0)
     dloss = rng.standard_normal(M if reduction == "none" else ()).astype(np.float32)
-    scale = w / w.sum() if reduction == "mean" else w
-    refs, b = _xent_refs(x, lab, dloss * scale, smoothing, ignore_index, 256)
+    if weighted and smoothing != 0.0:  # weighted rows: dLoss dloss (/ the weights' sum)
+        scale = np.where(keep, 1 / w.sum() if reduction == "mean" else 1.0, 0.0)
+        refs, b = _xent_weighted_refs(x, lab, dloss * scale, smoothing, ignore_index, 256,
+                                      cw)
+        terms, b_terms = refs["loss"], b["loss"]
+    else:
+        scale = w / w.sum() if reduction == "mean" else w
+        refs, b = _xent_refs(x, lab, dloss * scale, smoothing, ignore_index, 256)
+        terms, b_terms = w * refs["loss"], w * b["loss"]
     g64 = gamma(M, 2.0 ** -53)
-    terms, b_terms = w * refs["loss"], w * b["loss"]
     if reduction == "none":
         loss, b_loss = terms, b_terms + U32 * np.abs(terms)
     else:

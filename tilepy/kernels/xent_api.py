@@ -3,6 +3,8 @@ logsumexp for the backward) and `cross_entropy_backward` (dx), over the per-row 
 of xent. reduction='none' | 'sum' | 'mean'; rows labelled ignore_index add nothing, and
 'mean' divides by the number of rows not ignored, or with class weights by the sum of
 their weights (torch.nn.functional.cross_entropy's definition; all rows ignored: NaN).
+With weights and label smoothing both, the smoothing term weights each class (torch's
+definition too): the weighted kernels of xent compute the rows' weighted losses.
 
 The kernels compute each row's loss and gradient in float32; the reduction runs in
 float64 (weight * loss products of float32 values are exact there; the row_reduce
@@ -15,7 +17,7 @@ import numpy as np
 
 from tilepy.kernels.inputs import input_error
 from tilepy.kernels.reductions import row_reduce
-from tilepy.kernels.xent import xent_bwd, xent_fwd
+from tilepy.kernels.xent import xent_bwd, xent_bwd_weighted, xent_fwd, xent_fwd_weighted
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -33,10 +35,16 @@ def _check(x, labels, reduction, ignore_index, smoothing, weight):
         raise input_error(f"cross_entropy: labels must lie in [0, {x.shape[1]}) or be "
                           f"ignore_index={ignore_index}; got {labels[bad][0]}",
                           hint="check the number of classes")
-    if weight is not None and (np.shape(weight) != (x.shape[1],) or smoothing != 0.0):
-        raise input_error(f"cross_entropy: class weights must have shape ({x.shape[1]},) "
-                          f"and need label_smoothing=0; got {np.shape(weight)}, "
-                          f"{smoothing}", hint="one weight per class, without smoothing")
+    if weight is not None and np.shape(weight) != (x.shape[1],):
+        raise input_error(f"cross_entropy: class weights must have shape ({x.shape[1]},); "
+                          f"got {np.shape(weight)}", hint="one weight per class")
+
+
+def _class_weights(weight):
+    """(W float32 (C,), WSum float32 (1,): their float64 sum rounded once) for the
+    weighted kernels."""
+    w = np.ascontiguousarray(weight, np.float32)
+    return w, np.array([_sum64(w.astype(np.float64))], np.float32)
 
 
 def _row_weights(labels, ignore_index, weight) -> np.ndarray:
@@ -61,10 +69,15 @@ def cross_entropy(x, labels, reduction="mean", ignore_index=-100, label_smoothin
     x, labels = np.ascontiguousarray(x), np.asarray(labels)
     _check(x, labels, reduction, ignore_index, label_smoothing, weight)
     lab = np.ascontiguousarray(labels, np.int32)
-    rows, lse = xent_fwd(ignore_index, label_smoothing, dtype=str(x.dtype))(x, lab)
-    if weight is None and reduction == "none":
-        return rows, lse
-    terms = rows.astype(np.float64) * _row_weights(lab, ignore_index, weight)
+    if weight is not None and label_smoothing != 0.0:  # the rows' losses carry the weights
+        rows, lse = xent_fwd_weighted(ignore_index, label_smoothing, dtype=str(x.dtype))(
+            x, lab, *_class_weights(weight))
+        terms = rows.astype(np.float64)
+    else:
+        rows, lse = xent_fwd(ignore_index, label_smoothing, dtype=str(x.dtype))(x, lab)
+        if weight is None and reduction == "none":
+            return rows, lse
+        terms = rows.astype(np.float64) * _row_weights(lab, ignore_index, weight)
     if reduction == "none":
         return terms.astype(np.float32), lse
     total = _sum64(terms)
@@ -78,7 +91,8 @@ def cross_entropy_backward(x, labels, lse, dloss=1.0, reduction="mean", ignore_i
                            label_smoothing=0.0, weight=None):
     """dx (M, C) of `cross_entropy`'s loss, given dloss (a scalar for 'mean'/'sum', (M,)
     for 'none'): each row's dLoss is dloss times its weight (/ the weights' sum for
-    'mean'), rounded once to float32."""
+    'mean'), rounded once to float32 (with weights and smoothing both, dloss (/ the
+    weights' sum) goes to the weighted kernel, which applies the class weights)."""
     x, labels = np.ascontiguousarray(x), np.asarray(labels)
     _check(x, labels, reduction, ignore_index, label_smoothing, weight)
     lab = np.ascontiguousarray(labels, np.int32)
@@ -86,7 +100,11 @@ def cross_entropy_backward(x, labels, lse, dloss=1.0, reduction="mean", ignore_i
     g = np.asarray(dloss, np.float32).astype(np.float64)
     if reduction == "mean":
         g = g / _sum64(w)
+    lse = np.ascontiguousarray(lse, np.float32)
+    if weight is not None and label_smoothing != 0.0:  # the kernel applies the weights
+        d = np.ascontiguousarray(np.broadcast_to(g, lab.shape), np.float32)
+        return xent_bwd_weighted(ignore_index, label_smoothing, dtype=str(x.dtype))(
+            x, lab, lse, d, *_class_weights(weight))
     with np.errstate(invalid="ignore"):
         d = np.ascontiguousarray(np.broadcast_to(g * w, lab.shape), np.float32)
-    return xent_bwd(ignore_index, label_smoothing, dtype=str(x.dtype))(
-        x, lab, np.ascontiguousarray(lse, np.float32), d)
+    return xent_bwd(ignore_index, label_smoothing, dtype=str(x.dtype))(x, lab, lse, d)
