@@ -207,7 +207,7 @@ def test_gradients_without_dq_partials(monkeypatch):
             assert ok, f"{case.name} {name}: max error {err:.3g} is {ratio:.3g}x the bound"
 
 
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("causal", [False, True, "bottom_right"])  # one length: one mask
 def test_fixed_shape_flash_attention_is_the_training_forward_bit_for_bit(causal):
     # flash_attention (fixed sizes, (B, H, S, D)) runs the training forward's online
     # softmax: the same bits as attention() on ragged lengths, a dim whose 1/sqrt(d) is

@@ -1,5 +1,6 @@
-"""Flash-attention forward of fixed shape: O = softmax(Q K^T / sqrt(D)) V, causal or not,
-one pass over (batch, heads, seq_len, dim) arrays whose sizes are compile-time constants.
+"""Flash-attention forward of fixed shape: O = softmax(Q K^T / sqrt(D)) V, causal or not
+(True, 'top_left' or 'bottom_right': one mask, the lengths being equal), one pass over
+(batch, heads, seq_len, dim) arrays whose sizes are compile-time constants.
 
 Grid: (query blocks, heads, batch). The scores and the online softmax are flash_attn's
 (masked_scores, online_softmax_state/_step): this module only loads the 4-d layout's
@@ -10,6 +11,7 @@ import math
 
 import tilepy
 import tilepy.language as T
+from tilepy.kernels.attn_layout import causal_mode
 from tilepy.kernels.flash_attn import masked_scores, online_softmax_state, online_softmax_step
 
 
@@ -17,6 +19,8 @@ from tilepy.kernels.flash_attn import masked_scores, online_softmax_state, onlin
 def flash_attention(batch, heads, seq_len, dim, causal=False, block_M=64, block_N=64,
                     dtype="float32", num_stages=1):
     shape = (batch, heads, seq_len, dim)
+    # queries and keys have one length: both alignments are the same mask
+    causal = causal_mode(causal) != 0
     scale = (1.0 / math.sqrt(dim)) * math.log2(math.e)
     # keys past the end (or, causal, after the query) need -inf; rows past the end are
     # never stored, so with neither the kernel has no mask at all

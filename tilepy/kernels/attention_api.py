@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.kernels.attn_layout import describe, flat, tile_table
+from tilepy.kernels.attn_layout import causal_mode, describe, flat, tile_table
 from tilepy.kernels.flash_attn import (
     attention_delta,
     attention_dkdv,
@@ -17,25 +17,14 @@ from tilepy.kernels.flash_attn import (
     attention_dq_sum,
     attention_fwd,
 )
-from tilepy.kernels.inputs import input_error
 
 DQ_PARTS_BYTES = 256 << 20  # largest buffer of dQ partials (KV tiles x rows x dim)
-
-
-CAUSAL = {False: 0, None: 0, True: 1, "top_left": 1, "bottom_right": 2}
 
 
 def _flags(causal, varlen: bool) -> np.ndarray:
     """The kernels' run-time options (one compile serves every combination): causal 0
     none, 1 top-left aligned, 2 bottom-right aligned; varlen 0 or 1."""
-    if isinstance(causal, np.bool_):
-        causal = bool(causal)
-    mode = CAUSAL.get(causal, -1) if isinstance(causal, (bool, str, type(None))) else -1
-    if mode < 0:
-        raise input_error(f"attention: causal must be False, True, 'top_left' or "
-                          f"'bottom_right'; got {causal!r}",
-                          hint="True is 'top_left' (torch SDPA's is_causal); 'bottom_right' "
-                          "is flash-attn's (query i sees keys j <= i + Lk - Lq)")
+    mode = causal_mode(causal)
     return np.array([mode, int(varlen)], np.int32)
 
 

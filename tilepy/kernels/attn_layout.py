@@ -32,6 +32,20 @@ def tile_table(lengths: np.ndarray, block: int) -> np.ndarray:
 
 
 DTYPES = ("float32", "bfloat16", "float16")
+CAUSAL = {False: 0, None: 0, True: 1, "top_left": 1, "bottom_right": 2}
+
+
+def causal_mode(causal) -> int:
+    """0 (no mask), 1 (top-left aligned: True or 'top_left') or 2 ('bottom_right')."""
+    if isinstance(causal, np.bool_):
+        causal = bool(causal)
+    mode = CAUSAL.get(causal, -1) if isinstance(causal, (bool, str, type(None))) else -1
+    if mode < 0:
+        raise input_error(f"attention: causal must be False, True, 'top_left' or "
+                          f"'bottom_right'; got {causal!r}",
+                          hint="True is 'top_left' (torch SDPA's is_causal); 'bottom_right' "
+                          "is flash-attn's (query i sees keys j <= i + Lk - Lq)")
+    return mode
 
 
 def describe(q, k, v, cu_seqlens, cu_seqlens_k=None):
