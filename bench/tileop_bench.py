@@ -36,7 +36,7 @@ import tilepy  # noqa: E402
 import tilepy.language as T  # noqa: E402
 from tilepy import Tensor, tile_op  # noqa: E402
 from tilepy import kernels as lib  # noqa: E402
-from tilepy.kernels import flash_attn  # noqa: E402
+from tilepy.kernels import flash_attn, xent  # noqa: E402
 
 M, N, K = T.symbolic("M"), T.symbolic("N"), T.symbolic("K")
 GELU_C = math.sqrt(2.0 / math.pi)
@@ -230,13 +230,14 @@ def _rows(r):
         ("  same, sizes fixed (as the library's are)", conv2d_fixed, [conv2d_fixed],
          lib.conv2d_nhwc(4, 18, 18, 32, 64, 3, 3), [lib.conv2d_nhwc], (xc, wc)),
         ("cross-entropy 2048x1024 (library: online LSE)", cross_entropy, [cross_entropy],
-         lambda x_, y_: k_xent(x_, y_)[0], [lib.xent_fwd], (x, labels)),
+         lambda x_, y_: k_xent(x_, y_)[0], [lib.xent_fwd, *_XENT_MACROS], (x, labels)),
     ]
 
 
 # the library flash kernel's online softmax lives in these macros: its lines count too
 _FLASH_MACROS = (flash_attn._mask, flash_attn.masked_scores, flash_attn.online_softmax_state,
                  flash_attn.online_softmax_step)
+_XENT_MACROS = (xent._lse_state, xent._lse_step)  # the library forward's online logsumexp
 
 
 def code_lines(obj) -> int:
