@@ -278,7 +278,7 @@ def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=Fal
             T.clear(dV_l)
             shift = causal_shift(Flags[0], nq, nk)
             # the first query tile that sees key k0: its rows from k0 - shift on
-            first = T.if_then_else(Flags[0] != 0, T.min(T.max(k0 - shift, 0), nq) // block, 0)
+            first = T.if_then_else(Flags[0] != 0, T.max(k0 - shift, 0) // block, 0)
             for g in T.serial(group):
                 qoff, qst = row_offset(Flags[1], b, by * group + g, heads, CuQ[b], nq)
                 for qb in T.serial(first, T.ceildiv(nq, block)):
