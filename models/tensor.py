@@ -59,6 +59,18 @@ class Tensor:
     def detach(self) -> "Tensor":
         return Tensor(self.data)
 
+    def to(self, dtype) -> "Tensor":
+        """This tensor in another float dtype (differentiable; rounds to nearest even)."""
+        return _ops().cast(self, dtype)
+
+    def float(self) -> "Tensor":
+        return self.to(np.float32)
+
+    def bfloat16(self) -> "Tensor":
+        import ml_dtypes
+
+        return self.to(ml_dtypes.bfloat16)
+
     def __len__(self) -> int:
         return len(self.data)
 

@@ -11,6 +11,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tilepy.models.errors import model_error
+from tilepy.models.ops import NARROW, cast
 from tilepy.models.tensor import Parameter, Tensor
 
 
@@ -160,8 +161,13 @@ def as_input(layer: Module, x, dtype) -> Tensor:
     """`x` as a Tensor of the layer's dtype (numpy arrays are accepted and converted only
     when their dtype matches)."""
     t = x if isinstance(x, Tensor) else Tensor(np.asarray(x))
+    if t.dtype != dtype and np.dtype(dtype).name in NARROW and t.dtype.kind == "f":
+        return cast(t, dtype)  # float32 data into a bfloat16/float16 layer: autocast's rule
     if t.dtype != dtype:
         raise model_error(f"{layer!r}: expected input of dtype {np.dtype(dtype)}; got "
                           f"{t.dtype} (shape {t.shape})",
-                          hint=f"convert the input: x.astype(np.{np.dtype(dtype)})")
+                          hint="convert the input: " + (
+                              f"x.astype(ml_dtypes.{np.dtype(dtype)})"
+                              if np.dtype(dtype).name == "bfloat16"
+                              else f"x.astype(np.{np.dtype(dtype)})"))
     return t

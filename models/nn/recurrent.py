@@ -19,7 +19,7 @@ from tilepy.models.nn import functional as F
 from tilepy.models.nn import init
 from tilepy.models.nn.module import Module, as_input
 from tilepy.models.nn.utils.rnn import PackedSequence, gather_rows, packed_index, scatter_rows
-from tilepy.models.ops import cat, record
+from tilepy.models.ops import cat, in_float32, record
 from tilepy.models.tensor import Parameter, Tensor
 
 GATES = {"lstm": 4, "gru": 3}
@@ -211,8 +211,8 @@ class _Recurrent(Module):
             b_hh = Tensor(np.zeros((GATES[self.kind] * self.hidden_size,), self.dtype))
         gi = F.linear(x, getattr(self, f"weight_ih{sfx}"), getattr(self, f"bias_ih{sfx}", None),
                       who=repr(self))
-        return recurrence(self.kind, gi, h0, c0, getattr(self, f"weight_hh{sfx}"), b_hh,
-                          sizes, reverse, getattr(self, f"weight_hr{sfx}", None))
+        return in_float32(recurrence, self.kind, gi, h0, c0, getattr(self, f"weight_hh{sfx}"),
+                          b_hh, sizes, reverse, getattr(self, f"weight_hr{sfx}", None))
 
     def _run(self, x: Tensor, h0: Tensor, c0: Tensor | None, sizes):
         """The output sequence (T, N, D*H) and each layer and direction's final h (and c)."""
