@@ -12,6 +12,8 @@ import tilepy
 from tilepy.models import Parameter, Tensor, nn
 from tilepy.models import kops as K
 from tilepy.models.errors import ModelError
+from tilepy.models.nn.recurrent import recurrence
+from tilepy.models.ops import in_float32
 from tilepy.models.optim import AdamW, MixedPrecision
 
 F = nn.functional
@@ -187,4 +189,44 @@ def test_bf16_step_gives_the_same_bits_on_the_jit():
             loss.backward()
             results.append([loss.data] + [p.grad for p in model.parameters()])
     for a, b in zip(*results):
-        assert a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+        assert a.dtype == b.dtype
+        assert np.array_equal(np.atleast_1d(a).view(np.uint8), np.atleast_1d(b).view(np.uint8))
+
+
+def _lstm(x, h0, c0, w_hh, b_hh, w_hr):
+    return in_float32(recurrence, "lstm", x, h0, c0, w_hh, b_hh, None, False, w_hr)
+
+
+_IDX = np.array([[0, 3, 3], [4, 1, 0]])
+_CASES = {  # name -> (shapes of the float inputs, the op: one that autocast keeps in float32)
+    "conv2d": ([(2, 2, 4, 4), (3, 2, 3, 3), (3,)],
+               lambda x, w, b: F.conv2d(x, w, b, padding=1)),
+    "max_pool2d": ([(2, 3, 4, 4)], lambda x: F.max_pool2d(x, 2)),
+    "layer_norm": ([(3, 4)], lambda x: F.layer_norm(x, (4,))),
+    "batch_norm": ([(4, 3, 2), (3,), (3,)], lambda x, w, b: F.batch_norm(
+        x, np.zeros(3, np.float32), np.ones(3, np.float32), w, b)),
+    "softmax": ([(3, 5)], lambda x: F.softmax(x, -1)),
+    "embedding": ([(5, 4)], lambda w: F.embedding(_IDX, w)),
+    "lstm_proj": ([(3, 2, 12), (2, 2), (2, 3), (12, 2), (12,), (2, 3)], _lstm),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CASES))
+def test_float32_ops_on_bf16_tensors_are_the_float32_op_rounded_once(name):
+    """Ops kept in float32 (convolution, pooling, norms, softmax, embedding, recurrences):
+    on bf16 tensors the output is the float32 op's on the same values rounded once, and
+    so is each input's gradient, given the same output gradient."""
+    shapes, op = _CASES[name]
+    rng = np.random.default_rng(5)
+    values = [rng.standard_normal(s).astype(BF16) for s in shapes]
+    narrow = [Tensor(v, requires_grad=True) for v in values]
+    wide = [Tensor(v.astype(np.float32), requires_grad=True) for v in values]
+    outs = [op(*narrow), op(*wide)]
+    assert outs[0].dtype == BF16
+    assert np.array_equal(_bits(outs[0].data), _bits(outs[1].data.astype(BF16)))
+    g = rng.standard_normal(outs[0].shape).astype(BF16)
+    (outs[0] * Tensor(g)).sum().backward()
+    (outs[1] * Tensor(g.astype(np.float32))).sum().backward()
+    for a, b in zip(narrow, wide):
+        assert a.grad.dtype == BF16
+        assert np.array_equal(_bits(a.grad), _bits(b.grad.astype(BF16)))
