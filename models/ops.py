@@ -35,7 +35,7 @@ def record(data: np.ndarray, parents: tuple, backward, name: str) -> Tensor:
 def _same_dtype(op: str, a: Tensor, b: Tensor) -> None:
     if a.dtype != b.dtype:
         raise model_error(f"{op}: operands have dtypes {a.dtype} and {b.dtype}",
-                          hint="convert one: Tensor(x.numpy().astype(np.float32))")
+                          hint="convert one: x.to(y.dtype)")
     if a.dtype.name not in FLOATS:
         raise model_error(f"{op}: expected float32, float64, bfloat16 or float16 tensors; "
                           f"got {a.dtype}")

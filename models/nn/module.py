@@ -12,7 +12,7 @@ import numpy as np
 
 from tilepy.models.errors import model_error
 from tilepy.models.ops import NARROW, cast
-from tilepy.models.tensor import Parameter, Tensor
+from tilepy.models.tensor import Parameter, Tensor, floating
 
 
 class Module:
@@ -159,10 +159,15 @@ class Sequential(Module):
 
 def as_input(layer: Module, x, dtype) -> Tensor:
     """`x` as a Tensor of the layer's dtype (numpy arrays are accepted and converted only
-    when their dtype matches)."""
+    when their dtype matches). A layer whose parameters are bfloat16/float16 (built so, or
+    narrowed by MixedPrecision) takes that dtype, and float data is rounded into it
+    (autocast's rule)."""
     t = x if isinstance(x, Tensor) else Tensor(np.asarray(x))
-    if t.dtype != dtype and np.dtype(dtype).name in NARROW and t.dtype.kind == "f":
-        return cast(t, dtype)  # float32 data into a bfloat16/float16 layer: autocast's rule
+    first = next(layer.parameters(), None)
+    if first is not None and first.dtype.name in NARROW:
+        dtype = first.dtype
+    if t.dtype != dtype and np.dtype(dtype).name in NARROW and floating(t.dtype):
+        return cast(t, dtype)
     if t.dtype != dtype:
         raise model_error(f"{layer!r}: expected input of dtype {np.dtype(dtype)}; got "
                           f"{t.dtype} (shape {t.shape})",

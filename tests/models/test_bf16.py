@@ -230,3 +230,22 @@ def test_float32_ops_on_bf16_tensors_are_the_float32_op_rounded_once(name):
     for a, b in zip(narrow, wide):
         assert a.grad.dtype == BF16
         assert np.array_equal(_bits(a.grad), _bits(b.grad.astype(BF16)))
+
+
+def test_mixed_precision_narrows_a_float32_conv_model_that_then_takes_float32_data():
+    nn.manual_seed(6)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.LayerNorm(16), nn.Linear(16, 3))
+    mp = MixedPrecision(model.parameters(), AdamW, lr=0.05)
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal((16, 1, 4, 4)).astype(np.float32), rng.integers(0, 3, 16)
+    losses = []
+    for _ in range(4):
+        mp.zero_grad()
+        out = model(x)  # every layer built for float32 now holds bf16 parameters
+        loss = F.cross_entropy(out, y)
+        mp.scale_loss(loss).backward()
+        assert out.dtype == BF16 and mp.step()
+        losses.append(loss.item())
+    assert all(b < a for a, b in zip(losses, losses[1:]))
+    assert model[1].running_mean.dtype == np.float32  # buffers keep their dtype
