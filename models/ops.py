@@ -45,6 +45,12 @@ def _scalar(x) -> bool:
     return isinstance(x, (int, float, np.floating, np.integer))
 
 
+def cast_hint(dtype) -> str:
+    """How to convert a numpy input to `dtype` (bfloat16 is ml_dtypes')."""
+    name = np.dtype(dtype).name
+    return f"x.astype(ml_dtypes.{name})" if name == "bfloat16" else f"x.astype(np.{name})"
+
+
 def is_narrow(x) -> bool:
     return isinstance(x, Tensor) and x.dtype.name in NARROW
 

@@ -14,7 +14,16 @@ from tilepy.models.kernels import pool as P
 from tilepy.models.kernels.launch import fast_mode, launch
 from tilepy.models.kernels.xent import softmax_xent
 from tilepy.models.nn import im2col
-from tilepy.models.ops import NARROW, activation, as_tensor, cast, in_float32, is_narrow, record
+from tilepy.models.ops import (
+    NARROW,
+    activation,
+    as_tensor,
+    cast,
+    cast_hint,
+    in_float32,
+    is_narrow,
+    record,
+)
 from tilepy.models.tensor import Tensor
 
 MAX_CLASSES = 1024
@@ -49,11 +58,6 @@ def _float(op: str, x: Tensor, like: Tensor) -> Tensor:
         raise model_error(f"{op}: input dtype {x.dtype} does not match the weight's "
                           f"{like.dtype}", hint=f"convert the input: {cast_hint(like.dtype)}")
     return x
-
-
-def cast_hint(dtype) -> str:
-    name = np.dtype(dtype).name
-    return f"x.astype(ml_dtypes.{name})" if name == "bfloat16" else f"x.astype(np.{name})"
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: str = "linear"):

@@ -11,7 +11,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tilepy.models.errors import model_error
-from tilepy.models.ops import NARROW, cast
+from tilepy.models.ops import NARROW, cast, cast_hint
 from tilepy.models.tensor import Parameter, Tensor, floating
 
 
@@ -171,8 +171,5 @@ def as_input(layer: Module, x, dtype) -> Tensor:
     if t.dtype != dtype:
         raise model_error(f"{layer!r}: expected input of dtype {np.dtype(dtype)}; got "
                           f"{t.dtype} (shape {t.shape})",
-                          hint="convert the input: " + (
-                              f"x.astype(ml_dtypes.{np.dtype(dtype)})"
-                              if np.dtype(dtype).name == "bfloat16"
-                              else f"x.astype(np.{np.dtype(dtype)})"))
+                          hint=f"convert the input: {cast_hint(dtype)}")
     return t
