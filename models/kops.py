@@ -53,9 +53,15 @@ def flat(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(-1)
 
 
+_COMPUTE: dict = {}
+
+
 def compute(dtype) -> np.dtype:
     """The dtype kernels compute in for `dtype` storage (float32 for bfloat16, float16)."""
-    return np.dtype(E.compute_dtype(np.dtype(dtype).name))
+    c = _COMPUTE.get(dtype)
+    if c is None:
+        c = _COMPUTE[dtype] = np.dtype(E.compute_dtype(np.dtype(dtype).name))
+    return c
 
 
 def convert(x: np.ndarray, dtype) -> np.ndarray:

@@ -163,13 +163,14 @@ def as_input(layer: Module, x, dtype) -> Tensor:
     narrowed by MixedPrecision) takes that dtype, and float data is rounded into it
     (autocast's rule)."""
     t = x if isinstance(x, Tensor) else Tensor(np.asarray(x))
-    first = next(layer.parameters(), None)
-    if first is not None and first.dtype.name in NARROW:
+    first = next(iter(layer._parameters.values()), None)  # own, else a submodule's
+    if first is None:
+        first = next(layer.parameters(), None)
+    if first is not None and first.dtype.itemsize == 2 and first.dtype.name in NARROW:
         dtype = first.dtype
-    if t.dtype != dtype and np.dtype(dtype).name in NARROW and floating(t.dtype):
+    if t.dtype == dtype:
+        return t
+    if np.dtype(dtype).name in NARROW and floating(t.dtype):
         return cast(t, dtype)
-    if t.dtype != dtype:
-        raise model_error(f"{layer!r}: expected input of dtype {np.dtype(dtype)}; got "
-                          f"{t.dtype} (shape {t.shape})",
-                          hint=f"convert the input: {cast_hint(dtype)}")
-    return t
+    raise model_error(f"{layer!r}: expected input of dtype {np.dtype(dtype)}; got {t.dtype} "
+                      f"(shape {t.shape})", hint=f"convert the input: {cast_hint(dtype)}")
