@@ -22,10 +22,14 @@ from tilepy.models.zoo.recipes import RECIPES, Recipe
 ALIASES = {"lstm": "lstm_classifier"}
 
 
-def _optimizer(recipe: Recipe, params, lr: float):
-    if recipe.optimizer == "sgd":
-        return optim.SGD(params, lr=lr, momentum=0.9)
-    return optim.AdamW(params, lr=lr, weight_decay=recipe.weight_decay)
+def _optimizer(recipe: Recipe, params, lr: float, precision: str = "fp32"):
+    """The recipe's optimiser; with precision "bf16"/"fp16" the parameters are narrowed and
+    it trains float32 masters (optim.MixedPrecision, dynamic loss scaling)."""
+    cls, kw = ((optim.SGD, {"momentum": 0.9}) if recipe.optimizer == "sgd" else
+               (optim.AdamW, {"weight_decay": recipe.weight_decay}))
+    if precision == "fp32":
+        return cls(params, lr=lr, **kw)
+    return optim.MixedPrecision(params, cls, policy=precision, lr=lr, **kw)
 
 
 def _batches(recipe: Recipe, rows: np.ndarray, epochs: int, rng) -> list[list[np.ndarray]]:
@@ -79,16 +83,19 @@ class _Quiet:
 
 
 def train(name: str, epochs: int | None = None, seed: int = 0, progress: bool = True,
-          val_fraction: float = 0.0, log=print) -> dict:
+          val_fraction: float = 0.0, log=print, precision: str = "fp32") -> dict:
     """Run `name`'s recipe; returns the metric, the target, whether it was met, the steps,
     seconds in steps (and in all, setup and evaluation included) and reference figures.
     With val_fraction, also each epoch's train and validation loss (`epochs`, reported
-    through `log`) and the best epoch, whose parameters are restored before the test."""
+    through `log`) and the best epoch, whose parameters are restored before the test.
+    precision "bf16" (or "fp16") trains the model's parameters in that format on float32
+    master weights (docs/training.md, "bf16 autograd")."""
     t_all = time.perf_counter()
     recipe = RECIPES[ALIASES.get(name, name)]
     task = recipe.setup(seed)
     rows, val = split(task.n_train, val_fraction, seed)
-    opt = _optimizer(recipe, task.model.parameters(), recipe.lr)
+    opt = _optimizer(recipe, task.model.parameters(), recipe.lr, precision)
+    scaled = getattr(opt, "scale_loss", lambda loss: loss)
     plan = _batches(recipe, rows, recipe.epochs if epochs is None else epochs,
                     np.random.default_rng(seed))
     steps = sum(map(len, plan))
@@ -100,7 +107,7 @@ def train(name: str, epochs: int | None = None, seed: int = 0, progress: bool = 
             t0 = time.perf_counter()
             loss = task.loss(idx)
             task.model.zero_grad()
-            loss.backward()
+            scaled(loss).backward()
             opt.step()
             spent += time.perf_counter() - t0
             losses.append(loss.item())
@@ -123,7 +130,7 @@ def train(name: str, epochs: int | None = None, seed: int = 0, progress: bool = 
     value = task.evaluate()
     met = value <= recipe.target if recipe.lower else value >= recipe.target
     return {"model": name, "metric": recipe.metric, "value": value, "target": recipe.target,
-            "met": met, "steps": steps, "seconds": spent,
+            "met": met, "steps": steps, "seconds": spent, "precision": precision,
             "wall": time.perf_counter() - t_all, **chosen, **task.extra}
 
 
@@ -131,7 +138,9 @@ def _report(r: dict, lower: bool) -> str:
     sign = "<=" if lower else ">="
     extra = "".join(f"; {k} {v:.4f}" for k, v in r.items() if k not in (
         "model", "metric", "value", "target", "met", "steps", "seconds", "wall",
-        "best_epoch", "val_samples", "epochs"))
+        "best_epoch", "val_samples", "epochs", "precision"))
+    if r.get("precision", "fp32") != "fp32":
+        extra += f"; {r['precision']} parameters, float32 masters"
     if "best_epoch" in r:
         extra += f"; best epoch {r['best_epoch']} of {len(r['epochs'])} ({r['val_samples']} " \
                  "validation samples)"
@@ -151,13 +160,17 @@ def main(argv=None) -> int:
     ap.add_argument("--val-fraction", type=float, default=0.0,
                     help="hold out this fraction of the training set (seeded) for "
                          "validation; the best epoch's parameters are tested")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                    help="parameters, activations and gradients in this format, float32 "
+                         "master weights")
     args = ap.parse_args(argv)
     if args.list:
         for k, r in sorted(RECIPES.items()):
             print(f"{k}: {r.data}; {r.optimizer} lr {r.lr}, {r.epochs} epochs, batch "
                   f"{r.batch or 'full'}; {r.metric} {'<=' if r.lower else '>='} {r.target}")
         return 0
-    r = train(args.model, args.epochs, args.seed, not args.no_progress, args.val_fraction)
+    r = train(args.model, args.epochs, args.seed, not args.no_progress, args.val_fraction,
+              precision=args.precision)
     print(_report(r, RECIPES[ALIASES.get(args.model, args.model)].lower))
     return 0 if r["met"] else 1
 

@@ -47,3 +47,22 @@ def test_validation_loss_per_epoch_and_the_best_epoch_is_tested(monkeypatch):
     assert r["best_epoch"] == 1 + int(np.argmin(losses)) < 8 and r["val_loss"] == min(losses)
     assert restored == r["val_loss"]  # the model holds the best epoch's parameters
     assert "best epoch 4 of 8 (30 validation samples)" in train._report(r, lower=False)
+
+
+def test_a_recipe_trains_with_bf16_parameters_and_float32_masters(monkeypatch):
+    pytest.importorskip("sklearn")
+    import ml_dtypes
+
+    base = recipes.RECIPES["softmax_regression"]
+    tasks = []
+
+    def setup(seed):
+        tasks.append(base.setup(seed))
+        return tasks[-1]
+    monkeypatch.setitem(recipes.RECIPES, "softmax_regression",
+                        dataclasses.replace(base, setup=setup))
+    with tilepy.backend("interp"):
+        r = train.train("softmax_regression", epochs=30, progress=False, precision="bf16")
+    assert r["value"] > 0.8 and r["precision"] == "bf16"
+    assert all(p.dtype == ml_dtypes.bfloat16 for p in tasks[0].model.parameters())
+    assert "bf16 parameters, float32 masters" in train._report(r, lower=False)
