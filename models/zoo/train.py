@@ -82,6 +82,22 @@ class _Quiet:
         pass
 
 
+def _epoch(task, opt, scaled, batches, bar) -> tuple[list[float], float]:
+    """One epoch's steps: their losses and the seconds spent in them."""
+    losses, spent = [], 0.0
+    for idx in batches:
+        t0 = time.perf_counter()
+        loss = task.loss(idx)
+        task.model.zero_grad()
+        scaled(loss).backward()
+        opt.step()
+        spent += time.perf_counter() - t0
+        losses.append(loss.item())
+        bar.update(1)
+        bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+    return losses, spent
+
+
 def train(name: str, epochs: int | None = None, seed: int = 0, progress: bool = True,
           val_fraction: float = 0.0, log=print, precision: str = "fp32") -> dict:
     """Run `name`'s recipe; returns the metric, the target, whether it was met, the steps,
@@ -102,17 +118,8 @@ def train(name: str, epochs: int | None = None, seed: int = 0, progress: bool = 
     bar = digits._bar(steps, True, name) if progress else _Quiet()
     spent, history, best = 0.0, [], None
     for e, batches in enumerate(plan, 1):
-        losses = []
-        for idx in batches:
-            t0 = time.perf_counter()
-            loss = task.loss(idx)
-            task.model.zero_grad()
-            scaled(loss).backward()
-            opt.step()
-            spent += time.perf_counter() - t0
-            losses.append(loss.item())
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+        losses, seconds = _epoch(task, opt, scaled, batches, bar)
+        spent += seconds
         if len(val):
             history.append({"epoch": e, "train_loss": float(np.mean(losses)),
                             "val_loss": _val_loss(task, val, recipe.batch)})
