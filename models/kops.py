@@ -53,17 +53,38 @@ def flat(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(-1)
 
 
+_COMPUTE: dict = {}
+
+
+def compute(dtype) -> np.dtype:
+    """The dtype kernels compute in for `dtype` storage (float32 for bfloat16, float16)."""
+    c = _COMPUTE.get(dtype)
+    if c is None:
+        c = _COMPUTE[dtype] = np.dtype(E.compute_dtype(np.dtype(dtype).name))
+    return c
+
+
+def convert(x: np.ndarray, dtype) -> np.ndarray:
+    """x in `dtype` (the `convert` kernel; x itself when it has that dtype already)."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    out = np.empty(x.shape, dtype)
+    launch(kernel(E.convert, src=x.dtype, dst=dtype), flat(x), out.reshape(-1))
+    return out
+
+
 def unary(x: np.ndarray, op: str, a: float = 1.0, b: float = 0.0) -> np.ndarray:
     out = np.empty(x.shape, x.dtype)
-    launch(kernel(E.unary, dtype=x.dtype), flat(x), code(E.UNARY[op]), params(a, b, x.dtype),
-           out.reshape(-1))
+    launch(kernel(E.unary, dtype=x.dtype), flat(x), code(E.UNARY[op]),
+           params(a, b, compute(x.dtype)), out.reshape(-1))
     return out
 
 
 def unary_bwd(x, y, g, op: str, a: float = 1.0) -> np.ndarray:
     out = np.empty(x.shape, x.dtype)
     launch(kernel(E.unary_bwd, dtype=x.dtype), flat(x), flat(y), flat(g), code(E.UNARY[op]),
-           params(a, 0.0, x.dtype), out.reshape(-1))
+           params(a, 0.0, compute(x.dtype)), out.reshape(-1))
     return out
 
 
@@ -85,20 +106,24 @@ def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None)
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(M, K) @ (K, N) with the library gemm (fp32 or fp64 accumulation, k ascending)."""
+    """(M, K) @ (K, N) with the library gemm (k ascending; accumulation in the compute
+    dtype: float32 for bfloat16/float16 operands, rounded once into their dtype)."""
     d = a.dtype
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    launch(kernel(gemm, in_dtype=d, out_dtype=d, accum_dtype=d), np.ascontiguousarray(a),
+    launch(kernel(gemm, in_dtype=d, out_dtype=d, accum_dtype=compute(d)),
+           np.ascontiguousarray(a),
            np.ascontiguousarray(b), out)
     return out
 
 
 def row_reduce2d(x: np.ndarray, kind: str) -> np.ndarray:
-    """Reduce each row of a 2-d array (library row_reduce: j ascending)."""
-    out = np.empty((x.shape[0],), x.dtype)
-    launch(kernel(row_reduce, kind=kind, dtype=x.dtype, out_dtype=x.dtype),
+    """Reduce each row of a 2-d array (library row_reduce: j ascending; narrow dtypes
+    accumulate in float32 and round once)."""
+    c = compute(x.dtype)
+    out = np.empty((x.shape[0],), c)
+    launch(kernel(row_reduce, kind=kind, dtype=x.dtype, out_dtype=c),
            np.ascontiguousarray(x), out)
-    return out
+    return convert(out, x.dtype)
 
 
 def _move_last(x: np.ndarray, axes: tuple) -> np.ndarray:

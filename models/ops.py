@@ -12,7 +12,8 @@ from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.tensor import Tensor
 
-FLOATS = (np.float32, np.float64)
+FLOATS = ("float32", "float64", "bfloat16", "float16")  # dtypes tensors compute in
+NARROW = ("bfloat16", "float16")  # computed in float32, rounded once per op (kops.compute)
 
 
 def as_tensor(x, like: Tensor | None = None) -> Tensor:
@@ -34,13 +35,50 @@ def record(data: np.ndarray, parents: tuple, backward, name: str) -> Tensor:
 def _same_dtype(op: str, a: Tensor, b: Tensor) -> None:
     if a.dtype != b.dtype:
         raise model_error(f"{op}: operands have dtypes {a.dtype} and {b.dtype}",
-                          hint="convert one: Tensor(x.numpy().astype(np.float32))")
-    if a.dtype.type not in FLOATS:
-        raise model_error(f"{op}: expected float32 or float64 tensors; got {a.dtype}")
+                          hint="convert one: x.to(y.dtype)")
+    if a.dtype.name not in FLOATS:
+        raise model_error(f"{op}: expected float32, float64, bfloat16 or float16 tensors; "
+                          f"got {a.dtype}")
 
 
 def _scalar(x) -> bool:
     return isinstance(x, (int, float, np.floating, np.integer))
+
+
+def cast_hint(dtype) -> str:
+    """How to convert a numpy input to `dtype` (bfloat16 is ml_dtypes')."""
+    name = np.dtype(dtype).name
+    return f"x.astype(ml_dtypes.{name})" if name == "bfloat16" else f"x.astype(np.{name})"
+
+
+def is_narrow(x) -> bool:
+    return isinstance(x, Tensor) and x.dtype.name in NARROW
+
+
+def cast(x: Tensor, dtype) -> Tensor:
+    """x in another float dtype (the `convert` kernel: widening exact, narrowing rounded to
+    nearest even); the gradient is cast back to x's dtype."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if dtype.name not in FLOATS or x.dtype.name not in FLOATS:
+        raise model_error(f"cast: converts between {', '.join(FLOATS)}; got {x.dtype} to "
+                          f"{dtype}")
+    return record(K.convert(x.data, dtype), (x,), lambda g: (K.convert(g, x.dtype),), "cast")
+
+
+def in_float32(fn, *args, **kwargs):
+    """fn(*args, **kwargs) with every bfloat16/float16 Tensor argument widened to float32
+    and a Tensor result rounded back to that dtype: the ops that autocast keeps in float32
+    (norms, softmax, losses, convolutions, pooling, recurrences). Without narrow arguments
+    it is fn itself."""
+    narrow = [a for a in (*args, *kwargs.values()) if is_narrow(a)]
+    if not narrow:
+        return fn(*args, **kwargs)
+    wide = [cast(a, np.float32) if is_narrow(a) else a for a in args]
+    kw = {k: cast(v, np.float32) if is_narrow(v) else v for k, v in kwargs.items()}
+    out = fn(*wide, **kw)
+    return cast(out, narrow[0].dtype) if isinstance(out, Tensor) else out
 
 
 # ------------------------------------------------------------------ elementwise
@@ -111,8 +149,9 @@ def div(x, y) -> Tensor:
 
 def activation(x: Tensor, op: str) -> Tensor:
     """relu, gelu, silu, tanh, sigmoid, exp, log: one kernel forward, one backward."""
-    if x.dtype.type not in FLOATS:
-        raise model_error(f"{op}: expected a float32 or float64 tensor; got {x.dtype}")
+    if x.dtype.name not in FLOATS:
+        raise model_error(f"{op}: expected a float32, float64, bfloat16 or float16 tensor; "
+                          f"got {x.dtype}")
     if op == "relu":  # relu is the binary kernel's mask both ways: one compile fewer
         out = K.binary(x.data, x.data, "relu_mask")
         return record(out, (x,), lambda g: (K.binary(g, x.data, "relu_mask"),), op)
@@ -174,6 +213,8 @@ def amax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """The max over `dim`; its gradient is shared equally by the elements that attain it."""
     from tilepy.models.kernels.reduce import max_bwd
 
+    if is_narrow(x):  # tie counts need float32
+        return in_float32(amax, x, dim, keepdim)
     axes = _axes(x, dim)
     moved = K._move_last(x.data, axes)
     m = K.row_reduce2d(moved, "max")

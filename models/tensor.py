@@ -15,6 +15,11 @@ from tilepy.models import autograd
 from tilepy.models.errors import model_error
 
 
+def floating(dtype) -> bool:
+    """numpy's floats and bfloat16 (ml_dtypes' bfloat16 is numpy kind 'V')."""
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
 class Tensor:
     """A value that autograd may differentiate: `data`, `grad`, `requires_grad`."""
 
@@ -25,7 +30,7 @@ class Tensor:
         self.grad = None
         self.requires_grad = bool(requires_grad)
         self._node = None
-        if self.requires_grad and self.data.dtype.kind != "f":
+        if self.requires_grad and not floating(self.data.dtype):
             raise model_error(f"only floating-point tensors can require gradients; got "
                               f"dtype {self.data.dtype}", hint="pass x.astype(np.float32)")
 
@@ -58,6 +63,18 @@ class Tensor:
 
     def detach(self) -> "Tensor":
         return Tensor(self.data)
+
+    def to(self, dtype) -> "Tensor":
+        """This tensor in another float dtype (differentiable; rounds to nearest even)."""
+        return _ops().cast(self, dtype)
+
+    def float(self) -> "Tensor":
+        return self.to(np.float32)
+
+    def bfloat16(self) -> "Tensor":
+        import ml_dtypes
+
+        return self.to(ml_dtypes.bfloat16)
 
     def __len__(self) -> int:
         return len(self.data)

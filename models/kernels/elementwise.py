@@ -2,7 +2,9 @@
 first): `unary` (activations and the affine map a*x + b), `unary_bwd` (their derivatives),
 `binary` (+ - * / max and the ReLU mask). The formula is picked at run time by a one-element
 int32 op code, so each kernel compiles once per dtype and serves every op and every size.
-Arithmetic is in the storage dtype; transcendentals in float64, rounded once (the contract).
+Arithmetic is in the storage dtype, except that narrow storage (bfloat16, float16) is
+computed in float32 and rounded once at the store (torch's CPU semantics for these dtypes);
+transcendentals in float64, rounded once (the contract). `convert` casts between dtypes.
 """
 
 import math
@@ -18,21 +20,27 @@ UNARY = {"affine": AFFINE, "relu": RELU, "gelu": GELU, "silu": SILU, "tanh": TAN
 ADD, SUB, MUL, DIV, MAXIMUM, RELU_MASK = range(6)
 BINARY = {"add": ADD, "sub": SUB, "mul": MUL, "div": DIV, "maximum": MAXIMUM,
           "relu_mask": RELU_MASK}
+NARROW = ("bfloat16", "float16")  # storage dtypes whose arithmetic is float32's
 _RSQRT2 = 1.0 / math.sqrt(2.0)
 _RSQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype a kernel computes in for `dtype` storage."""
+    return "float32" if dtype in NARROW else dtype
 
 
 @tilepy.jit
 def unary(block=1024, dtype="float32"):
     """Y = f(X): affine (P[0] * x + P[1]), relu, gelu (erf form), silu, tanh, sigmoid,
     exp, log, rsqrt (of P[0] * x + P[1]); the op is Op[0]."""
-    n = T.symbolic("n")
+    n, cd = T.symbolic("n"), compute_dtype(dtype)
 
     @T.prim_func
     def unary(X: T.Tensor((n,), dtype), Op: T.Tensor((1,), "int32"),
-              P: T.Tensor((2,), dtype), Y: T.Tensor((n,), dtype)):
+              P: T.Tensor((2,), cd), Y: T.Tensor((n,), dtype)):
         with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
-            x = T.alloc_fragment((block,), dtype)
+            x = T.alloc_fragment((block,), cd)
             T.copy(X[bx * block], x)
             op = Op[0]
             a, b = P[0], P[1]
@@ -71,16 +79,16 @@ def unary(block=1024, dtype="float32"):
 @tilepy.jit
 def unary_bwd(block=1024, dtype="float32"):
     """dX = dY * f'(x) for the ops of `unary`, given X and the forward's output Y."""
-    n = T.symbolic("n")
+    n, cd = T.symbolic("n"), compute_dtype(dtype)
 
     @T.prim_func
     def unary_bwd(X: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype),
                   dY: T.Tensor((n,), dtype), Op: T.Tensor((1,), "int32"),
-                  P: T.Tensor((2,), dtype), dX: T.Tensor((n,), dtype)):
+                  P: T.Tensor((2,), cd), dX: T.Tensor((n,), dtype)):
         with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
-            x = T.alloc_fragment((block,), dtype)
-            y = T.alloc_fragment((block,), dtype)
-            g = T.alloc_fragment((block,), dtype)
+            x = T.alloc_fragment((block,), cd)
+            y = T.alloc_fragment((block,), cd)
+            g = T.alloc_fragment((block,), cd)
             T.copy(X[bx * block], x)
             T.copy(Y[bx * block], y)
             T.copy(dY[bx * block], g)
@@ -125,14 +133,14 @@ def unary_bwd(block=1024, dtype="float32"):
 def binary(block=1024, dtype="float32"):
     """Z = X op Y elementwise: add, sub, mul, div, maximum, relu_mask (x where y > 0,
     else 0); the op is Op[0]. Z may be X itself (accumulating a gradient in place)."""
-    n = T.symbolic("n")
+    n, cd = T.symbolic("n"), compute_dtype(dtype)
 
     @T.prim_func
     def binary(X: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype),
                Op: T.Tensor((1,), "int32"), Z: T.Tensor((n,), dtype)):
         with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
-            x = T.alloc_fragment((block,), dtype)
-            y = T.alloc_fragment((block,), dtype)
+            x = T.alloc_fragment((block,), cd)
+            y = T.alloc_fragment((block,), cd)
             T.copy(X[bx * block], x)
             T.copy(Y[bx * block], y)
             op = Op[0]
@@ -157,3 +165,19 @@ def binary(block=1024, dtype="float32"):
             T.copy(x, Z[bx * block])
 
     return binary
+
+
+@tilepy.jit
+def convert(block=1024, src="float32", dst="bfloat16"):
+    """Y = X in dtype dst: widening is exact, narrowing rounds to nearest even once."""
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def convert(X: T.Tensor((n,), src), Y: T.Tensor((n,), dst)):
+        with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                e = bx * block + i
+                if e < n:
+                    Y[e] = T.cast(X[e], dst)
+
+    return convert

@@ -18,7 +18,7 @@ from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import attention as A
 from tilepy.models.kernels.launch import launch, timed
-from tilepy.models.ops import as_tensor, record
+from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
 
 FLASH_DTYPES = DTYPES  # the library kernels' inputs: float32, bfloat16, float16
@@ -27,6 +27,8 @@ FLASH_DTYPES = DTYPES  # the library kernels' inputs: float32, bfloat16, float16
 def softmax(x, dim: int = -1) -> Tensor:
     """Softmax over the last dimension (kernels softmax_fwd, softmax_bwd)."""
     x = as_tensor(x)
+    if is_narrow(x):
+        return in_float32(softmax, x, dim)
     if dim not in (-1, x.ndim - 1):
         raise model_error(f"softmax: only the last dimension is supported; got dim={dim} for "
                           f"shape {x.shape}", hint="move the axis last with permute()")
@@ -52,6 +54,8 @@ def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def bmm(x, y) -> Tensor:
     """Batched matmul (..., M, K) @ (..., K, N) with equal leading dims."""
     x, y = as_tensor(x), as_tensor(y)
+    if is_narrow(x) and x.dtype == y.dtype:
+        return in_float32(bmm, x, y)
     if (x.ndim < 3 or x.ndim != y.ndim or x.shape[:-2] != y.shape[:-2]
             or x.shape[-1] != y.shape[-2] or x.dtype != y.dtype):
         raise model_error(f"bmm: expected (..., M, K) @ (..., K, N) of one dtype; got "

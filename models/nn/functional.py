@@ -14,7 +14,16 @@ from tilepy.models.kernels import pool as P
 from tilepy.models.kernels.launch import fast_mode, launch
 from tilepy.models.kernels.xent import softmax_xent
 from tilepy.models.nn import im2col
-from tilepy.models.ops import activation, as_tensor, record
+from tilepy.models.ops import (
+    NARROW,
+    activation,
+    as_tensor,
+    cast,
+    cast_hint,
+    in_float32,
+    is_narrow,
+    record,
+)
 from tilepy.models.tensor import Tensor
 
 MAX_CLASSES = 1024
@@ -40,10 +49,15 @@ def sigmoid(x: Tensor) -> Tensor:
     return activation(x, "sigmoid")
 
 
-def _float(op: str, x: Tensor, like: Tensor) -> None:
+def _float(op: str, x: Tensor, like: Tensor) -> Tensor:
+    """x in the weight's dtype: a float32/float64 input to bfloat16/float16 weights is
+    rounded to theirs (autocast's rule for gemms); other mismatches are errors."""
+    if x.dtype != like.dtype and like.dtype.name in NARROW and x.dtype.kind == "f":
+        return cast(x, like.dtype)
     if x.dtype != like.dtype:
         raise model_error(f"{op}: input dtype {x.dtype} does not match the weight's "
-                          f"{like.dtype}", hint=f"convert the input: x.astype(np.{like.dtype})")
+                          f"{like.dtype}", hint=f"convert the input: {cast_hint(like.dtype)}")
+    return x
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: str = "linear"):
@@ -52,7 +66,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: str = "li
     out_f, in_f = weight.shape
     if x.ndim < 1 or x.shape[-1] != in_f:
         raise model_error(f"{who}: expected input of shape (..., {in_f}); got {x.shape}")
-    _float(who, x, weight)
+    x = _float(who, x, weight)
     x2 = x.data.reshape(-1, in_f)
     y = K.matmul(x2, weight.data.T)
     if bias is not None:
@@ -70,8 +84,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: str = "li
 
 def cross_entropy(logits: Tensor, target) -> Tensor:
     """Mean softmax cross-entropy of (M, C) logits against M integer class labels: one
-    fused kernel computes the loss and its gradient."""
+    fused kernel computes the loss and its gradient (bfloat16/float16 logits: in float32,
+    and the loss is float32, as under torch's autocast)."""
     logits = as_tensor(logits)
+    if is_narrow(logits):
+        return cross_entropy(cast(logits, np.float32), target)
     labels = np.asarray(target.data if isinstance(target, Tensor) else target)
     if logits.ndim != 2 or labels.shape != logits.shape[:1]:
         raise model_error(f"cross_entropy: expected logits (M, C) and labels (M,); got "
@@ -106,14 +123,17 @@ def _pair(v, name: str) -> int:
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
            groups: int = 1, who: str = "conv2d") -> Tensor:
-    """NCHW input, (F, C/groups, KH, KW) weight."""
+    """NCHW input, (F, C/groups, KH, KW) weight (bfloat16/float16: computed in float32)."""
     x = as_tensor(x)
+    if is_narrow(weight):
+        return in_float32(conv2d, _float(who, x, weight), weight, bias, stride, padding,
+                          groups, who)
     s, p = _pair(stride, "stride"), _pair(padding, "padding")
     f, cg, kh, kw = weight.shape
     if x.ndim != 4 or x.shape[1] != cg * groups:
         raise model_error(f"{who}: expected input of shape (N, {cg * groups}, H, W); got "
                           f"{x.shape}")
-    _float(who, x, weight)
+    x = _float(who, x, weight)
     n, c, h, w = x.shape
     oh, ow = (h + 2 * p - kh) // s + 1, (w + 2 * p - kw) // s + 1
     if oh < 1 or ow < 1:
@@ -191,6 +211,8 @@ def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: str,
                           f"got padding={padding}", hint="PyTorch's limit: a window must "
                           "hold at least one input element")
     x = as_tensor(x)
+    if is_narrow(x):
+        return in_float32(_pool, kind, x, kernel_size, stride, padding, who, count_include_pad)
     if x.ndim != 4:
         raise model_error(f"{who}: expected input of shape (N, C, H, W); got {x.shape}")
     n, c, h, w = x.shape

@@ -11,7 +11,8 @@ from collections import OrderedDict
 import numpy as np
 
 from tilepy.models.errors import model_error
-from tilepy.models.tensor import Parameter, Tensor
+from tilepy.models.ops import NARROW, cast, cast_hint
+from tilepy.models.tensor import Parameter, Tensor, floating
 
 
 class Module:
@@ -158,10 +159,18 @@ class Sequential(Module):
 
 def as_input(layer: Module, x, dtype) -> Tensor:
     """`x` as a Tensor of the layer's dtype (numpy arrays are accepted and converted only
-    when their dtype matches)."""
+    when their dtype matches). A layer whose parameters are bfloat16/float16 (built so, or
+    narrowed by MixedPrecision) takes that dtype, and float data is rounded into it
+    (autocast's rule)."""
     t = x if isinstance(x, Tensor) else Tensor(np.asarray(x))
-    if t.dtype != dtype:
-        raise model_error(f"{layer!r}: expected input of dtype {np.dtype(dtype)}; got "
-                          f"{t.dtype} (shape {t.shape})",
-                          hint=f"convert the input: x.astype(np.{np.dtype(dtype)})")
-    return t
+    first = next(iter(layer._parameters.values()), None)  # own, else a submodule's
+    if first is None:
+        first = next(layer.parameters(), None)
+    if first is not None and first.dtype.itemsize == 2 and first.dtype.name in NARROW:
+        dtype = first.dtype
+    if t.dtype == dtype:
+        return t
+    if np.dtype(dtype).name in NARROW and floating(t.dtype):
+        return cast(t, dtype)
+    raise model_error(f"{layer!r}: expected input of dtype {np.dtype(dtype)}; got {t.dtype} "
+                      f"(shape {t.shape})", hint=f"convert the input: {cast_hint(dtype)}")

@@ -15,7 +15,7 @@ from tilepy.models.kernels import embedding as Em
 from tilepy.models.kernels import norms as N
 from tilepy.models.kernels.launch import launch
 from tilepy.models.nn import init
-from tilepy.models.ops import as_tensor, record
+from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
 
 
@@ -38,7 +38,10 @@ def _rows_bwd(xhat, rstd, g, cfg) -> np.ndarray:
 
 
 def _normalize_last(x: Tensor, n: int, eps: float, center: float) -> Tensor:
-    """x normalised over its last n elements per row (LayerNorm / RMSNorm without affine)."""
+    """x normalised over its last n elements per row (LayerNorm / RMSNorm without affine;
+    bfloat16/float16 in float32)."""
+    if is_narrow(x):
+        return in_float32(_normalize_last, x, n, eps, center)
     x2 = x.data.reshape(-1, n)
     xhat, _, _, rstd, cfg = _rows(x2, eps, center)
 
@@ -78,6 +81,9 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training: b
     """Per-channel normalisation of (N, C, ...) input: batch statistics while training
     (updating the running ones in place), the running statistics in evaluation."""
     x = as_tensor(x)
+    if is_narrow(x) or is_narrow(weight):
+        return in_float32(batch_norm, x, running_mean, running_var, weight, bias, training,
+                          momentum, eps, who)
     c = running_mean.shape[0]
     if x.ndim < 2 or x.shape[1] != c:
         raise model_error(f"{who}: expected input of shape (N, {c}, ...); got {x.shape}")
@@ -111,6 +117,8 @@ def _running(stat: np.ndarray, batch: np.ndarray, momentum: float, unbias: float
 def embedding(idx, weight: Tensor, who: str = "embedding") -> Tensor:
     """weight[idx] for an integer array idx of any shape; the gradient touches only the
     rows that occur (summed per row in position order by one kernel)."""
+    if is_narrow(weight):  # the gradient's sums in float32
+        return in_float32(embedding, idx, weight, who)
     idx = np.asarray(idx.data if isinstance(idx, Tensor) else idx)
     v, d = weight.shape
     if idx.dtype.kind not in "iu":
@@ -144,6 +152,8 @@ def dropout(x, p: float = 0.5, training: bool = True, seed: int | None = None) -
         raise model_error(f"dropout: p must be in [0, 1); got {p}")
     if not training or p == 0.0:
         return x
+    if is_narrow(x):  # the 1/(1-p) scale in float32
+        return in_float32(dropout, x, p, training, seed)
     key = np.array([init.seed() if seed is None else seed, 0], np.uint32)
     params = np.array([p, 1.0 / (1.0 - p)], x.dtype)
 

@@ -19,7 +19,7 @@ from tilepy.models.nn import functional as F
 from tilepy.models.nn import init
 from tilepy.models.nn.module import Module, as_input
 from tilepy.models.nn.utils.rnn import PackedSequence, gather_rows, packed_index, scatter_rows
-from tilepy.models.ops import cat, record
+from tilepy.models.ops import cat, in_float32, record
 from tilepy.models.tensor import Parameter, Tensor
 
 GATES = {"lstm": 4, "gru": 3}
@@ -33,20 +33,24 @@ def _active(batch_sizes, steps: int, n: int) -> list[int]:
 
 
 def recurrence(kind: str, gi: Tensor, h0: Tensor, c0, w_hh: Tensor, b_hh: Tensor,
-               batch_sizes=None, reverse: bool = False) -> Tensor:
+               batch_sizes=None, reverse: bool = False, w_hr: Tensor | None = None) -> Tensor:
     """Run the recurrence over gi (T, N, G*H) = x W_ih^T + b_ih from h0 (and c0: LSTM),
     steps in increasing time order (decreasing with `reverse`); with batch_sizes, step t
-    updates rows [0, batch_sizes[t]) only (rows sorted by decreasing length). Returns
-    (T + 1, N, H) (GRU) or (T + 1, N, 2H) (LSTM: h then c): row t < T is the state after
-    step t (zeros where a sequence has ended), row T each sequence's final state."""
+    updates rows [0, batch_sizes[t]) only (rows sorted by decreasing length). With w_hr
+    (LSTM, torch's proj_size P) the state h_t = (o_t * tanh(c_t)) W_hr^T is P wide, and
+    w_hh is (4H, P). Returns (T + 1, N, H) (GRU) or (T + 1, N, P + H) (LSTM: h then c;
+    P = H without w_hr): row t < T is the state after step t (zeros where a sequence has
+    ended), row T each sequence's final state."""
     steps, n, _ = gi.shape
-    h, d, lstm = w_hh.shape[1], gi.dtype, kind == "lstm"
+    hid, p, d, lstm = gi.shape[2] // GATES[kind], w_hh.shape[1], gi.dtype, kind == "lstm"
     sizes = _active(batch_sizes, steps, n)
     order = range(steps - 1, -1, -1) if reverse else range(steps)
     gid, wt = np.ascontiguousarray(gi.data), np.ascontiguousarray(w_hh.data.T)
-    hs, h_prev = np.zeros((steps, n, h), d), np.zeros((steps, n, h), d)
-    acts = np.zeros((steps, n, 4 * h), d)
-    cs, tcs, c_prev = (np.zeros((steps, n, h), d) for _ in range(3)) if lstm else (None,) * 3
+    hs, h_prev = np.zeros((steps, n, p), d), np.zeros((steps, n, p), d)
+    us = hs if w_hr is None else np.zeros((steps, n, hid), d)  # o * tanh(c), unprojected
+    wrt = None if w_hr is None else np.ascontiguousarray(w_hr.data.T)
+    acts = np.zeros((steps, n, 4 * hid), d)
+    cs, tcs, c_prev = (np.zeros((steps, n, hid), d) for _ in range(3)) if lstm else (None,) * 3
     hcur = np.array(h0.data, d, copy=True)
     ccur = np.array(c0.data, d, copy=True) if lstm else None
     for t in order:
@@ -56,8 +60,10 @@ def recurrence(kind: str, gi: Tensor, h0: Tensor, c0, w_hh: Tensor, b_hh: Tensor
         if lstm:
             c_prev[t, :m] = ccur[:m]
             launch(K.kernel(R.lstm_fwd, dtype=d), gid[t, :m], hw, b_hh.data, c_prev[t, :m],
-                   hs[t, :m], cs[t, :m], acts[t, :m], tcs[t, :m])
+                   us[t, :m], cs[t, :m], acts[t, :m], tcs[t, :m])
             ccur[:m] = cs[t, :m]
+            if wrt is not None:
+                hs[t, :m] = K.matmul(us[t, :m], wrt)
         else:
             launch(K.kernel(R.gru_fwd, dtype=d), gid[t, :m], hw, b_hh.data, h_prev[t, :m],
                    hs[t, :m], acts[t, :m])
@@ -67,13 +73,13 @@ def recurrence(kind: str, gi: Tensor, h0: Tensor, c0, w_hh: Tensor, b_hh: Tensor
     def bwd(g):
         g = np.ascontiguousarray(g)
         if lstm:
-            return _lstm_bwd(g, acts, c_prev, tcs, h_prev, w_hh, sizes, back)
+            return _lstm_bwd(g, acts, c_prev, tcs, h_prev, w_hh, sizes, back, w_hr, us)
         return _gru_bwd(g, acts, h_prev, w_hh, sizes, back)
     out = np.concatenate([hs, hcur[None]])
     if lstm:
         out = np.concatenate([out, np.concatenate([cs, ccur[None]])], axis=2)
     parents = (gi, h0, c0, w_hh, b_hh) if lstm else (gi, h0, w_hh, b_hh)
-    return record(out, parents, bwd, kind)
+    return record(out, parents + (() if w_hr is None else (w_hr,)), bwd, kind)
 
 
 def _weight_grads(dgh: np.ndarray, h_prev: np.ndarray):
@@ -83,21 +89,32 @@ def _weight_grads(dgh: np.ndarray, h_prev: np.ndarray):
         rows, (0,), "sum", False)
 
 
-def _lstm_bwd(g, acts, c_prev, tcs, h_prev, w_hh, sizes, back):
-    """Steps in `back` order; the final states' gradients (g[T]) enter as the carries."""
-    steps, n, h = h_prev.shape
-    d = h_prev.dtype
-    gh, gc = np.ascontiguousarray(g[..., :h]), np.ascontiguousarray(g[..., h:])
-    dg = np.zeros((steps, n, 4 * h), d)
+def _lstm_bwd(g, acts, c_prev, tcs, h_prev, w_hh, sizes, back, w_hr=None, us=None):
+    """Steps in `back` order; the final states' gradients (g[T]) enter as the carries.
+    With a projection, step t's h gradient (output's plus carry) is saved, mapped back
+    through W_hr to o * tanh(c)'s, and gives dW_hr = sum_t dh_t^T u_t (one gemm)."""
+    steps, n, p = h_prev.shape
+    hid, d = c_prev.shape[2], h_prev.dtype
+    gh, gc = np.ascontiguousarray(g[..., :p]), np.ascontiguousarray(g[..., p:])
+    dg = np.zeros((steps, n, 4 * hid), d)
     dh, dc = gh[steps].copy(), gc[steps].copy()
+    dhs = None if w_hr is None else np.zeros((steps, n, p), d)
+    zero = None if w_hr is None else np.zeros((n, hid), d)
     for t in back:
         m = sizes[t]
-        dc_prev = np.empty((m, h), d)
-        launch(K.kernel(R.lstm_bwd, dtype=d), gh[t, :m], dh[:m], gc[t, :m], dc[:m],
+        dc_prev = np.empty((m, hid), d)
+        dho, dhr = gh[t, :m], dh[:m]
+        if w_hr is not None:  # u's gradient enters alone; the kernel adds zeros
+            K.binary(dho, dhr, "add", out=dhs[t, :m])
+            dho, dhr = K.matmul(dhs[t, :m], w_hr.data), zero[:m]
+        launch(K.kernel(R.lstm_bwd, dtype=d), dho, dhr, gc[t, :m], dc[:m],
                acts[t, :m], c_prev[t, :m], tcs[t, :m], dg[t, :m], dc_prev)
         dh[:m], dc[:m] = K.matmul(dg[t, :m], w_hh.data), dc_prev
     dw, db = _weight_grads(dg, h_prev)
-    return dg, dh, dc, dw, db
+    if w_hr is None:
+        return dg, dh, dc, dw, db
+    dw_hr = K.matmul(dhs.reshape(-1, p).T, us.reshape(-1, hid))
+    return dg, dh, dc, dw, db, dw_hr
 
 
 def _gru_bwd(g, acts, h_prev, w_hh, sizes, back):
@@ -117,31 +134,52 @@ def _gru_bwd(g, acts, h_prev, w_hh, sizes, back):
 
 class _Recurrent(Module):
     """The layers and parameters shared by LSTM and GRU (torch's names: weight_ih_l0,
-    weight_hh_l0, bias_ih_l0, bias_hh_l0, then the same with _reverse when bidirectional,
-    then layer 1 ...; U(-1/sqrt(H), 1/sqrt(H)) initialisation)."""
+    weight_hh_l0, bias_ih_l0, bias_hh_l0, weight_hr_l0 (LSTM with proj_size), then the
+    same with _reverse when bidirectional, then layer 1 ...; U(-1/sqrt(H), 1/sqrt(H))
+    initialisation)."""
 
     kind = "lstm"
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
-                 bidirectional: bool = False, dtype=np.float32):
+                 bidirectional: bool = False, proj_size: int = 0, dtype=np.float32):
         super().__init__()
         if not 0.0 <= dropout < 1.0:
             raise model_error(f"{type(self).__name__}: dropout must be in [0, 1); got "
                               f"{dropout}")
+        self._check_proj(proj_size, hidden_size)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dtype = bias, batch_first, np.dtype(dtype)
         self.dropout, self.bidirectional = float(dropout), bool(bidirectional)
+        self.proj_size = int(proj_size)
         g, bound = GATES[self.kind] * hidden_size, 1.0 / np.sqrt(hidden_size)
         for k in range(num_layers):
-            inp = input_size if k == 0 else hidden_size * self.directions
+            inp = input_size if k == 0 else self.state_size * self.directions
             for sfx in self._suffixes(k):
                 setattr(self, f"weight_ih{sfx}", Parameter(init.uniform((g, inp), bound, dtype)))
                 setattr(self, f"weight_hh{sfx}",
-                        Parameter(init.uniform((g, hidden_size), bound, dtype)))
+                        Parameter(init.uniform((g, self.state_size), bound, dtype)))
                 if bias:
                     setattr(self, f"bias_ih{sfx}", Parameter(init.uniform((g,), bound, dtype)))
                     setattr(self, f"bias_hh{sfx}", Parameter(init.uniform((g,), bound, dtype)))
+                if self.proj_size:
+                    setattr(self, f"weight_hr{sfx}", Parameter(
+                        init.uniform((self.proj_size, hidden_size), bound, dtype)))
+
+    def _check_proj(self, proj_size, hidden_size: int) -> None:
+        name = type(self).__name__
+        if proj_size and self.kind != "lstm":
+            raise model_error(f"{name}: proj_size is only supported by LSTM; got "
+                              f"proj_size={proj_size}", hint="leave proj_size at 0")
+        if not isinstance(proj_size, (int, np.integer)) or not 0 <= proj_size < hidden_size:
+            raise model_error(f"{name}: proj_size must be an integer in [0, hidden_size="
+                              f"{hidden_size}); got {proj_size!r}",
+                              hint="0 disables the projection")
+
+    @property
+    def state_size(self) -> int:
+        """The width of h: proj_size when projecting, else hidden_size."""
+        return self.proj_size or self.hidden_size
 
     @property
     def directions(self) -> int:
@@ -154,10 +192,11 @@ class _Recurrent(Module):
         return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
                 f"batch_first={self.batch_first}"
                 + (f", dropout={self.dropout}" if self.dropout else "")
-                + (", bidirectional=True" if self.bidirectional else ""))
+                + (", bidirectional=True" if self.bidirectional else "")
+                + (f", proj_size={self.proj_size}" if self.proj_size else ""))
 
-    def _state(self, given, n: int, what: str, order) -> Tensor:
-        want = (self.num_layers * self.directions, n, self.hidden_size)
+    def _state(self, given, n: int, what: str, order, width: int) -> Tensor:
+        want = (self.num_layers * self.directions, n, width)
         if given is None:
             return Tensor(np.zeros(want, self.dtype))
         given = as_input(self, given, self.dtype)
@@ -172,13 +211,13 @@ class _Recurrent(Module):
             b_hh = Tensor(np.zeros((GATES[self.kind] * self.hidden_size,), self.dtype))
         gi = F.linear(x, getattr(self, f"weight_ih{sfx}"), getattr(self, f"bias_ih{sfx}", None),
                       who=repr(self))
-        return recurrence(self.kind, gi, h0, c0, getattr(self, f"weight_hh{sfx}"), b_hh,
-                          sizes, reverse)
+        return in_float32(recurrence, self.kind, gi, h0, c0, getattr(self, f"weight_hh{sfx}"),
+                          b_hh, sizes, reverse, getattr(self, f"weight_hr{sfx}", None))
 
     def _run(self, x: Tensor, h0: Tensor, c0: Tensor | None, sizes):
         """The output sequence (T, N, D*H) and each layer and direction's final h (and c)."""
         hs, cs = [], []
-        steps, h = x.shape[0], self.hidden_size
+        steps, h = x.shape[0], self.state_size
         for k in range(self.num_layers):
             outs = []
             for d, sfx in enumerate(self._suffixes(k)):
@@ -242,7 +281,8 @@ def _take_batch(state: Tensor, order) -> Tensor:
 
 class LSTM(_Recurrent):
     """forward(x, (h0, c0)=None) -> (output, (h_n, c_n)) as torch.nn.LSTM; x may be a
-    PackedSequence (the output is one then, and h_n, c_n hold each sequence's last step)."""
+    PackedSequence (the output is one then, and h_n, c_n hold each sequence's last step).
+    With proj_size P > 0, h (the output, h0, h_n) is P wide: h_t = W_hr (o_t * tanh(c_t))."""
 
     kind = "lstm"
 
@@ -250,8 +290,9 @@ class LSTM(_Recurrent):
         packed = x if isinstance(x, PackedSequence) else None
         x, sizes, order = self._input(x)
         h0, c0 = (None, None) if hx is None else hx
-        h0, c0 = self._state(h0, x.shape[1], "h0", order), self._state(c0, x.shape[1], "c0",
-                                                                          order)
+        n = x.shape[1]
+        h0 = self._state(h0, n, "h0", order, self.state_size)
+        c0 = self._state(c0, n, "c0", order, self.hidden_size)
         y, hn, cn = self._run(x, h0, c0, sizes)
         return self._output(y, packed), (self._final(hn, packed), self._final(cn, packed))
 
@@ -264,5 +305,6 @@ class GRU(_Recurrent):
     def forward(self, x, hx=None):
         packed = x if isinstance(x, PackedSequence) else None
         x, sizes, order = self._input(x)
-        y, hn, _ = self._run(x, self._state(hx, x.shape[1], "h0", order), None, sizes)
+        h0 = self._state(hx, x.shape[1], "h0", order, self.hidden_size)
+        y, hn, _ = self._run(x, h0, None, sizes)
         return self._output(y, packed), self._final(hn, packed)

@@ -15,7 +15,7 @@ from tilepy.kernels.embedding_bag_api import (
 )
 from tilepy.models.errors import model_error
 from tilepy.models.kernels.launch import launch
-from tilepy.models.ops import as_tensor, record
+from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
 
 MODES = ("sum", "mean", "max")
@@ -69,6 +69,9 @@ def embedding_bag(input, weight: Tensor, offsets=None, mode: str = "mean",
                   per_sample_weights=None, include_last_offset: bool = False,
                   who: str = "embedding_bag") -> Tensor:
     """(bags, dim): each bag's rows of weight reduced by `mode` (torch's arguments)."""
+    if is_narrow(weight):  # the reductions in float32
+        return in_float32(embedding_bag, input, weight, offsets, mode, per_sample_weights,
+                          include_last_offset, who)
     idx = np.asarray(input.data if isinstance(input, Tensor) else input)
     psw = None if per_sample_weights is None else as_tensor(per_sample_weights)
     _check(idx, weight, mode, psw, who)
