@@ -27,7 +27,7 @@ from tilepy.ir.errors import (
     TilepyError,
 )
 from tilepy.ir.tileops import ASSERT_HINT, assert_message, display
-from tilepy.ir.types import compute_dtype
+from tilepy.ir.types import Scope, compute_dtype
 
 _TILE = {
     S.Copy: tileops.copy, S.Fill: tileops.fill, S.AtomicAdd: tileops.atomic_add,
@@ -74,7 +74,9 @@ def _alloc(ctx: Ctx, s: S.Alloc, mask) -> None:
     else:
         ctx.local[s.buffer.name] = np.zeros(shape, dtype=s.buffer.dtype.np_dtype)
     ctx.local_bufs[s.buffer.name] = s.buffer
-    if s.buffer.data is None and ctx.shared.sanitize:
+    if s.buffer.data is None and ctx.shared.sanitize and (
+            ctx.shared.strict or s.buffer.scope is not Scope.FRAGMENT):
+        # a fresh fragment reads as zero, as on the JIT; strict mode reports the read
         ctx.init[s.buffer.name] = np.zeros(shape, dtype=bool)
 
 
