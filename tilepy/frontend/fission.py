@@ -47,6 +47,7 @@ class Fission:
         self.allocs: list[S.Alloc] = []
         self.guards: list = []  # conditions of the thread-dependent ifs being split
         self.uniform: set[str] = set()  # per-thread buffers equal in every thread
+        self.phase_vars: set[Var] = set()  # names bound inside thread loops
 
     # ------------------------------------------------------------ driver
     def run(self, body: tuple) -> tuple:
@@ -89,8 +90,11 @@ class Fission:
         return False
 
     def pure(self, e) -> bool:
-        """Thread-independent and reading no memory: safe to evaluate once, anywhere."""
-        return not self.is_dep(e) and not any(isinstance(x, Load) for x in sub_exprs(e))
+        """Thread-independent, reading no memory and naming no name bound inside a thread
+        loop: safe to evaluate once, outside the thread loops."""
+        return not self.is_dep(e) and not any(
+            isinstance(x, Load) or isinstance(x, Var) and x in self.phase_vars
+            for x in sub_exprs(e))
 
     def recomputable(self, e) -> bool:
         """Reads no memory and names only thread ids, names bound outside the thread loops
@@ -164,10 +168,12 @@ class Fission:
             elif isinstance(s, S.Let):
                 if self.is_dep(s.value):
                     self.dep.add(s.var)
+                self.phase_vars.add(s.var)
                 cur.append(s)
             elif self.is_block_op(s):
                 cur = self.flush(out, cur)
-                out.append(s)
+                # names it uses from the threads' phases are the same in every thread
+                out.append(self.rewrite(s, Const(0, int32)))
             elif children(s) and self.has_split(s):
                 uniform = self.check_uniform(s)
                 cur = self.flush(out, cur)
