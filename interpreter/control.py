@@ -32,6 +32,7 @@ from tilepy.ir.types import Scope, compute_dtype
 _TILE = {
     S.Copy: tileops.copy, S.Fill: tileops.fill, S.AtomicAdd: tileops.atomic_add,
     S.Gemm: accumulate.gemm, S.Reduce: accumulate.reduce, S.Cumsum: accumulate.cumsum,
+    S.FetchAdd: tileops.fetch_add,
 }
 
 
@@ -97,12 +98,12 @@ def _store(ctx: Ctx, s: S.Store, mask) -> None:
 
 def _tile(ctx: Ctx, s, mask) -> None:
     fn = _TILE[type(s)]
-    if ctx.depth > 1 and not isinstance(s, S.AtomicAdd):
+    if ctx.depth > 1 and not isinstance(s, (S.AtomicAdd, S.FetchAdd)):
         raise LoweringError(
             f"{display(s)} inside T.Parallel: expected tile operations at block level; "
             f"got one inside a parallel loop", loc=s.loc,
             hint="move the tile operation out of the T.Parallel loop")
-    if isinstance(s, S.AtomicAdd) and ctx.depth > 1:
+    if isinstance(s, S.FetchAdd) or isinstance(s, S.AtomicAdd) and ctx.depth > 1:
         return fn(ctx, s, None, mask)
     sel = None
     if mask is not None:

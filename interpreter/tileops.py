@@ -1,4 +1,5 @@
-"""The data-movement tile ops: T.copy, T.fill / T.clear and T.atomic_add.
+"""The data-movement tile ops: T.copy, T.fill / T.clear, T.atomic_add and the
+thread-level front end's fetch-and-add.
 
 Owns their semantics over a batch of blocks: conversion on copy is a store (rounded once
 to the destination dtype), atomic adds run in block order then program order (then lane
@@ -16,7 +17,7 @@ from tilepy.interpreter.targets import Key
 from tilepy.ir.errors import TileTypeError
 from tilepy.ir.expr import Region
 from tilepy.ir.ops import Op, reference
-from tilepy.ir.stmt import AtomicAdd, Copy, Fill
+from tilepy.ir.stmt import AtomicAdd, Copy, FetchAdd, Fill
 from tilepy.ir.types import compute_dtype
 
 
@@ -121,3 +122,65 @@ def _rounds(flat: np.ndarray):
     rank[order] = np.arange(sf.size) - np.repeat(start, np.diff(np.r_[start, sf.size]))
     for r in range(int(rank.max()) + 1 if rank.size else 0):
         yield np.flatnonzero(rank == r)
+
+
+# ---------------------------------------------------------------- fetch-and-add
+
+
+def fetch_add(ctx: Ctx, s: FetchAdd, sel, mask) -> None:
+    """old = dst; dst += value on one per-block element, lanes in lane order: each lane's
+    old value is dst after the adds of the lanes before it (integers: one prefix sum per
+    element; floats: one rounded add per lane, in rounds as `_atomic_elements`)."""
+    buf, dt = s.dst.buffer, s.dst.buffer.dtype
+    arr = ctx.storage(buf)
+    shp, key, active, _ = access.general_key(
+        ctx, buf, index_forms(ctx, s.dst.starts, mask), mask, arr.shape[1:], "write")
+    value = access.to_compute(access.to_storage(
+        evaluate(ctx, s.value, mask), s.value.dtype, dt), dt)
+    pick = (lambda a: np.broadcast_to(a, shp)[active]) if active is not None else \
+        (lambda a: np.ravel(np.broadcast_to(a, shp)))
+    key = tuple(pick(k) for k in key)
+    v = pick(ctx.pad(value))
+    sanitize.check_init(ctx, buf, Key(key), None)
+    flat = np.ravel_multi_index(key, arr.shape)
+    old = (_int_prefix if dt.is_int else _float_rounds)(arr, key, flat, v, dt)
+    sanitize.mark_written(ctx, buf, Key(key))
+    full = np.zeros(shp, dtype=arr.dtype)
+    if active is None:
+        full = old.reshape(shp)
+    else:
+        full[active] = old
+    access.store(ctx, s.old.buffer, index_forms(ctx, s.old.starts, mask),
+                 access.to_compute(full, dt), dt, mask)
+
+
+def _int_prefix(arr, key, flat, v, dt) -> np.ndarray:
+    """Integer adds wrap, so they associate: each lane's old value is its element's start
+    plus the exclusive prefix sum of the values of the earlier lanes on that element."""
+    wide = np.uint64 if dt.np_dtype.kind == "u" else np.int64
+    order = np.argsort(flat, kind="stable")
+    sf, vs = flat[order], v[order].astype(wide)
+    first = np.r_[True, sf[1:] != sf[:-1]] if sf.size else np.zeros(0, bool)
+    inc = np.cumsum(vs, dtype=wide)
+    start = np.maximum.accumulate(np.where(first, np.arange(sf.size), 0))
+    within = inc - vs - (inc[start] - vs[start])
+    k_sorted = tuple(x[order] for x in key)
+    base = arr[k_sorted].astype(wide)
+    old = np.empty(sf.size, dtype=arr.dtype)
+    old[order] = (base + within).astype(arr.dtype)
+    last = np.r_[first[1:], True] if sf.size else first
+    kl = tuple(x[last] for x in k_sorted)
+    arr[kl] = (base[last] + within[last] + vs[last]).astype(arr.dtype)
+    return old
+
+
+def _float_rounds(arr, key, flat, v, dt) -> np.ndarray:
+    old = np.empty(flat.size, dtype=arr.dtype)
+    for lanes in _rounds(flat):
+        k = tuple(x[lanes] for x in key)
+        cur = arr[k]
+        old[lanes] = cur
+        new = reference(Op.ADD, [access.to_compute(cur, dt),
+                                 v[lanes].astype(compute_dtype(dt))], (dt, dt), dt)
+        arr[k] = access.to_storage(new, dt, dt)
+    return old

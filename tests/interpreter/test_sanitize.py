@@ -8,8 +8,8 @@ import pytest
 
 import tilepy.interpreter
 from tests.interpreter import kernels as K
-from tilepy.errors import OutOfBoundsError, RaceError, TilepyError, UninitializedReadError
 from tilepy import jit
+from tilepy.errors import OutOfBoundsError, RaceError, TilepyError, UninitializedReadError
 from tilepy.interpreter import run
 
 KFILE = K.__file__

@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from tilepy.errors import NOLOC, Loc, TileSyntaxError
-from tilepy.frontend import exprs, phases, syncplan, votes
+from tilepy.frontend import exprs, fetchadd, phases, syncplan, votes
 from tilepy.frontend.simt import WARP, AllReduce, Barrier, Shuffle, Vote
 from tilepy.frontend.uniform import uniform_buffers
 from tilepy.frontend.walk import BODIES, children, deep, map_expr, stmt_exprs, sub_exprs
@@ -237,7 +237,18 @@ class Fission:
         when), else None."""
         own = {b.name for b in self.per_thread.values()} | {
             b.name for b in self.let_bufs.values()}
-        return phases.parallel_body(body, t, self.n, own)
+        made: list[Buffer] = []
+
+        def new_buf(dtype) -> Buffer:  # a fetch-and-add's old value, one per thread
+            made.append(Buffer(self.tr.unique("old_t"), (Const(self.n, int32),), dtype,
+                               Scope.LOCAL))
+            return made[-1]
+        fetched = fetchadd.rewrite(body, t, own, new_buf)
+        par = phases.parallel_body(fetched, t, self.n, own | {b.name for b in made},
+                                   self.uniform)
+        if par is not None:
+            self.allocs += [S.Alloc(b) for b in made]
+        return par
 
     # ------------------------------------------------------------ per-thread rewrite
     def thread_exprs(self, t: Var) -> dict:
