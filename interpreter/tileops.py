@@ -14,7 +14,7 @@ from tilepy.interpreter import access, regions, sanitize
 from tilepy.interpreter.evaluate import evaluate, index_forms
 from tilepy.interpreter.state import Ctx
 from tilepy.interpreter.targets import Key
-from tilepy.ir.errors import TileTypeError
+from tilepy.ir.errors import KernelRuntimeError, TileTypeError
 from tilepy.ir.expr import Region
 from tilepy.ir.ops import Op, reference
 from tilepy.ir.stmt import AtomicAdd, Copy, FetchAdd, Fill
@@ -145,6 +145,8 @@ def fetch_add(ctx: Ctx, s: FetchAdd, sel, mask) -> None:
     flat = np.ravel_multi_index(key, arr.shape)
     old = (_int_prefix if dt.is_int else _float_rounds)(arr, key, flat, v, dt)
     sanitize.mark_written(ctx, buf, Key(key))
+    if s.distinct:
+        _check_distinct(ctx, s, key[0], old)
     full = np.zeros(shp, dtype=arr.dtype)
     if active is None:
         full = old.reshape(shp)
@@ -184,3 +186,20 @@ def _float_rounds(arr, key, flat, v, dt) -> np.ndarray:
                                  v[lanes].astype(compute_dtype(dt))], (dt, dt), dt)
         arr[k] = access.to_storage(new, dt, dt)
     return old
+
+
+def _check_distinct(ctx: Ctx, s: FetchAdd, pos: np.ndarray, old: np.ndarray) -> None:
+    """The program stores at the old values: two lanes of one block with one old value
+    would store in an order the vector step does not keep (thread order)."""
+    order = np.lexsort((old, pos))
+    p, o = pos[order], old[order]
+    dup = np.flatnonzero((p[1:] == p[:-1]) & (o[1:] == o[:-1]))
+    if dup.size:
+        i = int(dup[0])
+        raise KernelRuntimeError(
+            f"{ctx.block_name(int(p[i]))}: two threads took the value {o[i]} from "
+            f"{s.dst.buffer.name} with T.atomic_add(..., return_prev=True) and store at it: "
+            "expected each thread's value to differ (slots); got one value twice, whose "
+            "stores the interpreter's vector step cannot put in thread order", loc=s.loc,
+            hint="make the counters' ranges disjoint, or run this kernel on the JIT, which "
+                 "runs the threads one after another")
