@@ -11,6 +11,7 @@ from tilepy import jit
 from tilepy.errors import KernelRuntimeError
 from tilepy.frontend import phases
 from tilepy.interpreter import run
+from tilepy.ir.parser import parse
 from tilepy.ir.printer import format_func
 
 N, NB = 64, 4
@@ -79,9 +80,11 @@ def _run(factory, arrays, serial, monkeypatch):
             m.setattr(phases, "parallel_body", lambda *a, **k: None)
         k = factory()
         func = k.func
+    text = format_func(func)
+    assert parse(text) == func  # the printed IR reads back (T.fetch_add included)
     out = {name: a.copy() for name, a in arrays.items()}
     run(func, out, {})
-    return out, format_func(func)
+    return out, text
 
 
 def _inputs(seed):
