@@ -101,6 +101,14 @@ def _atomic_elements(ctx: Ctx, s: AtomicAdd, mask) -> None:
         key, value = tuple(k[active] for k in key), value[active]
     key = tuple(np.ravel(k) for k in key)
     value = np.ravel(value)
+    if _wraps(dt, arr):  # wrapping integer adds: any order, one step
+        if local:
+            sanitize.check_init(ctx, buf, Key(key), None)
+        u = np.dtype(f"u{arr.dtype.itemsize}")
+        np.add.at(arr.view(u), key, access.to_storage(value, dt, dt).astype(arr.dtype).view(u))
+        if local:
+            sanitize.mark_written(ctx, buf, Key(key))
+        return
     flat = np.ravel_multi_index(key, arr.shape)
     for lanes in _rounds(flat):  # lanes in order; no element twice within a round
         k = tuple(x[lanes] for x in key)
@@ -111,6 +119,14 @@ def _atomic_elements(ctx: Ctx, s: AtomicAdd, mask) -> None:
         if local:
             sanitize.mark_written(ctx, buf, Key(k))
         arr[k] = access.to_storage(new, dt, dt)
+
+
+def _wraps(dt, arr: np.ndarray) -> bool:
+    """Integers stored whole in a numpy integer type: their adds wrap, so associate."""
+    return dt.name in _WHOLE_INTS and arr.dtype == np.dtype(dt.name)
+
+
+_WHOLE_INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def _rounds(flat: np.ndarray):
@@ -143,7 +159,7 @@ def fetch_add(ctx: Ctx, s: FetchAdd, sel, mask) -> None:
     v = pick(ctx.pad(value))
     sanitize.check_init(ctx, buf, Key(key), None)
     flat = np.ravel_multi_index(key, arr.shape)
-    old = (_int_prefix if dt.is_int else _float_rounds)(arr, key, flat, v, dt)
+    old = (_int_prefix if _wraps(dt, arr) else _float_rounds)(arr, key, flat, v, dt)
     sanitize.mark_written(ctx, buf, Key(key))
     if s.distinct:
         _check_distinct(ctx, s, key[0], old)
@@ -177,6 +193,7 @@ def _int_prefix(arr, key, flat, v, dt) -> np.ndarray:
 
 
 def _float_rounds(arr, key, flat, v, dt) -> np.ndarray:
+    """One rounded add per lane (floats, and integers narrower than their storage)."""
     old = np.empty(flat.size, dtype=arr.dtype)
     for lanes in _rounds(flat):
         k = tuple(x[lanes] for x in key)
