@@ -172,3 +172,29 @@ def test_two_threads_taking_one_slot_are_an_error_naming_the_counter(monkeypatch
     # run thread by thread, the later thread's store stays
     ser, _ = _run(overlapping, dict(X=x, Out=np.zeros(32, np.int32)), True, monkeypatch)
     assert ser["Out"][:8].tolist() == [2 * k + 1 for k in range(8)]
+
+
+def shifted_slots(n=16):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "int32"), Out: T.Tensor((2 * n,), "int32")):
+        with T.Kernel(1, threads=n) as _:
+            tx = T.get_thread_binding()
+            cnt = T.alloc_shared((2,), "int32")
+            if tx < 2:
+                cnt[tx] = tx * n
+            T.sync_threads()
+            b = X[tx] % 2
+            pos = T.atomic_add(cnt[b], 1, return_prev=True) - b * 3  # a thread's own shift
+            Out[pos] = tx
+    return main
+
+
+def test_a_slot_shifted_by_a_thread_dependent_term_keeps_the_phase_serial(monkeypatch):
+    # distinct slots no longer mean distinct elements: thread order must decide
+    x = np.arange(16, dtype=np.int32)
+    arrays = dict(X=x, Out=np.full(32, -1, np.int32))
+    vec, text = _run(shifted_slots, arrays, False, monkeypatch)
+    ser, _ = _run(shifted_slots, arrays, True, monkeypatch)
+    assert "T.fetch_add(" not in text
+    assert vec["Out"].tobytes() == ser["Out"].tobytes()
+    assert vec["Out"][13:16].tolist() == [1, 3, 5]

@@ -148,7 +148,8 @@ def _collect(body, t, own, uses, dep, in_loop: bool, w: _Walk) -> bool:
         elif isinstance(s, S.AtomicAdd) and s.dst.buffer.root.name not in own:
             _use(uses, s.dst.buffer).atomics.append((s, in_loop))
         elif isinstance(s, S.FetchAdd):
-            if s.dst.buffer.root.name in own or s.old.buffer.root.name not in own:
+            if s.dst.buffer.root.name in own or s.old.buffer.root.name not in own \
+                    or s.old.buffer.name in w.uniform:
                 return False
             _use(uses, s.dst.buffer).fetches.append((s, in_loop))
             w.slots[s.old.buffer.name] = s
@@ -175,7 +176,8 @@ def _collect(body, t, own, uses, dep, in_loop: bool, w: _Walk) -> bool:
 
 
 def _stored_inside(s):
-    return {x.buffer.name for b in children(s) for x in deep(b) if isinstance(x, S.Store)}
+    return {x.buffer.name if isinstance(x, S.Store) else x.old.buffer.name
+            for b in children(s) for x in deep(b) if isinstance(x, (S.Store, S.FetchAdd))}
 
 
 def _slot_of(indices, dep, w: _Walk):
