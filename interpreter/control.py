@@ -27,11 +27,12 @@ from tilepy.ir.errors import (
     TilepyError,
 )
 from tilepy.ir.tileops import ASSERT_HINT, assert_message, display
-from tilepy.ir.types import compute_dtype
+from tilepy.ir.types import Scope, compute_dtype
 
 _TILE = {
     S.Copy: tileops.copy, S.Fill: tileops.fill, S.AtomicAdd: tileops.atomic_add,
     S.Gemm: accumulate.gemm, S.Reduce: accumulate.reduce, S.Cumsum: accumulate.cumsum,
+    S.FetchAdd: tileops.fetch_add,
 }
 
 
@@ -74,7 +75,9 @@ def _alloc(ctx: Ctx, s: S.Alloc, mask) -> None:
     else:
         ctx.local[s.buffer.name] = np.zeros(shape, dtype=s.buffer.dtype.np_dtype)
     ctx.local_bufs[s.buffer.name] = s.buffer
-    if s.buffer.data is None and ctx.shared.sanitize:
+    if s.buffer.data is None and ctx.shared.sanitize and (
+            ctx.shared.strict or s.buffer.scope is not Scope.FRAGMENT):
+        # a fresh fragment reads as zero, as on the JIT; strict mode reports the read
         ctx.init[s.buffer.name] = np.zeros(shape, dtype=bool)
 
 
@@ -95,12 +98,12 @@ def _store(ctx: Ctx, s: S.Store, mask) -> None:
 
 def _tile(ctx: Ctx, s, mask) -> None:
     fn = _TILE[type(s)]
-    if ctx.depth > 1 and not isinstance(s, S.AtomicAdd):
+    if ctx.depth > 1 and not isinstance(s, (S.AtomicAdd, S.FetchAdd)):
         raise LoweringError(
             f"{display(s)} inside T.Parallel: expected tile operations at block level; "
             f"got one inside a parallel loop", loc=s.loc,
             hint="move the tile operation out of the T.Parallel loop")
-    if isinstance(s, S.AtomicAdd) and ctx.depth > 1:
+    if isinstance(s, S.FetchAdd) or isinstance(s, S.AtomicAdd) and ctx.depth > 1:
         return fn(ctx, s, None, mask)
     sel = None
     if mask is not None:

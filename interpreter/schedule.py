@@ -30,9 +30,11 @@ def run(func: S.PrimFunc, arrays: dict, sizes: dict, *, sanitize: bool = True,
     sanitize: check uninitialised reads of block-local memory and cross-block races
     (bounds of block-local buffers are always checked). strict: out-of-range global
     element accesses raise OutOfBoundsError (otherwise loads give the buffer's safe value
-    and stores are skipped, TileLang's rule). masked: a MaskReport that records the
-    masked accesses. random_order: run blocks one at a time in an order drawn from `seed`.
-    batch=False: one block at a time in block order. trace: a Listener.
+    and stores are skipped, TileLang's rule), and with sanitize, so do reads of fragment
+    elements nothing wrote (otherwise a fresh fragment reads as zero, as on the JIT).
+    masked: a MaskReport that records the masked accesses. random_order: run blocks one
+    at a time in an order drawn from `seed`. batch=False: one block at a time in block
+    order. trace: a Listener.
     """
     _check_arrays(func, arrays, sizes)
     shared = Shared(func, dict(arrays), dict(sizes), sanitize, trace,

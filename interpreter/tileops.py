@@ -1,4 +1,5 @@
-"""The data-movement tile ops: T.copy, T.fill / T.clear and T.atomic_add.
+"""The data-movement tile ops: T.copy, T.fill / T.clear, T.atomic_add and the
+thread-level front end's fetch-and-add.
 
 Owns their semantics over a batch of blocks: conversion on copy is a store (rounded once
 to the destination dtype), atomic adds run in block order then program order (then lane
@@ -13,10 +14,10 @@ from tilepy.interpreter import access, regions, sanitize
 from tilepy.interpreter.evaluate import evaluate, index_forms
 from tilepy.interpreter.state import Ctx
 from tilepy.interpreter.targets import Key
-from tilepy.ir.errors import TileTypeError
+from tilepy.ir.errors import KernelRuntimeError, TileTypeError
 from tilepy.ir.expr import Region
 from tilepy.ir.ops import Op, reference
-from tilepy.ir.stmt import AtomicAdd, Copy, Fill
+from tilepy.ir.stmt import AtomicAdd, Copy, FetchAdd, Fill
 from tilepy.ir.types import compute_dtype
 
 
@@ -100,6 +101,14 @@ def _atomic_elements(ctx: Ctx, s: AtomicAdd, mask) -> None:
         key, value = tuple(k[active] for k in key), value[active]
     key = tuple(np.ravel(k) for k in key)
     value = np.ravel(value)
+    if _wraps(dt, arr):  # wrapping integer adds: any order, one step
+        if local:
+            sanitize.check_init(ctx, buf, Key(key), None)
+        u = np.dtype(f"u{arr.dtype.itemsize}")
+        np.add.at(arr.view(u), key, access.to_storage(value, dt, dt).astype(arr.dtype).view(u))
+        if local:
+            sanitize.mark_written(ctx, buf, Key(key))
+        return
     flat = np.ravel_multi_index(key, arr.shape)
     for lanes in _rounds(flat):  # lanes in order; no element twice within a round
         k = tuple(x[lanes] for x in key)
@@ -112,6 +121,14 @@ def _atomic_elements(ctx: Ctx, s: AtomicAdd, mask) -> None:
         arr[k] = access.to_storage(new, dt, dt)
 
 
+def _wraps(dt, arr: np.ndarray) -> bool:
+    """Integers stored whole in a numpy integer type: their adds wrap, so associate."""
+    return dt.name in _WHOLE_INTS and arr.dtype == np.dtype(dt.name)
+
+
+_WHOLE_INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
 def _rounds(flat: np.ndarray):
     """Lane groups such that each element's additions keep lane order across groups."""
     order = np.argsort(flat, kind="stable")
@@ -121,3 +138,85 @@ def _rounds(flat: np.ndarray):
     rank[order] = np.arange(sf.size) - np.repeat(start, np.diff(np.r_[start, sf.size]))
     for r in range(int(rank.max()) + 1 if rank.size else 0):
         yield np.flatnonzero(rank == r)
+
+
+# ---------------------------------------------------------------- fetch-and-add
+
+
+def fetch_add(ctx: Ctx, s: FetchAdd, sel, mask) -> None:
+    """old = dst; dst += value on one per-block element, lanes in lane order: each lane's
+    old value is dst after the adds of the lanes before it (integers: one prefix sum per
+    element; floats: one rounded add per lane, in rounds as `_atomic_elements`)."""
+    buf, dt = s.dst.buffer, s.dst.buffer.dtype
+    arr = ctx.storage(buf)
+    shp, key, active, _ = access.general_key(
+        ctx, buf, index_forms(ctx, s.dst.starts, mask), mask, arr.shape[1:], "write")
+    value = access.to_compute(access.to_storage(
+        evaluate(ctx, s.value, mask), s.value.dtype, dt), dt)
+    pick = (lambda a: np.broadcast_to(a, shp)[active]) if active is not None else \
+        (lambda a: np.ravel(np.broadcast_to(a, shp)))
+    key = tuple(pick(k) for k in key)
+    v = pick(ctx.pad(value))
+    sanitize.check_init(ctx, buf, Key(key), None)
+    flat = np.ravel_multi_index(key, arr.shape)
+    old = (_int_prefix if _wraps(dt, arr) else _float_rounds)(arr, key, flat, v, dt)
+    sanitize.mark_written(ctx, buf, Key(key))
+    if s.distinct:
+        _check_distinct(ctx, s, key[0], old)
+    full = np.zeros(shp, dtype=arr.dtype)
+    if active is None:
+        full = old.reshape(shp)
+    else:
+        full[active] = old
+    access.store(ctx, s.old.buffer, index_forms(ctx, s.old.starts, mask),
+                 access.to_compute(full, dt), dt, mask)
+
+
+def _int_prefix(arr, key, flat, v, dt) -> np.ndarray:
+    """Integer adds wrap, so they associate: each lane's old value is its element's start
+    plus the exclusive prefix sum of the values of the earlier lanes on that element."""
+    wide = np.uint64 if dt.np_dtype.kind == "u" else np.int64
+    order = np.argsort(flat, kind="stable")
+    sf, vs = flat[order], v[order].astype(wide)
+    first = np.r_[True, sf[1:] != sf[:-1]] if sf.size else np.zeros(0, bool)
+    inc = np.cumsum(vs, dtype=wide)
+    start = np.maximum.accumulate(np.where(first, np.arange(sf.size), 0))
+    within = inc - vs - (inc[start] - vs[start])
+    k_sorted = tuple(x[order] for x in key)
+    base = arr[k_sorted].astype(wide)
+    old = np.empty(sf.size, dtype=arr.dtype)
+    old[order] = (base + within).astype(arr.dtype)
+    last = np.r_[first[1:], True] if sf.size else first
+    kl = tuple(x[last] for x in k_sorted)
+    arr[kl] = (base[last] + within[last] + vs[last]).astype(arr.dtype)
+    return old
+
+
+def _float_rounds(arr, key, flat, v, dt) -> np.ndarray:
+    """One rounded add per lane (floats, and integers narrower than their storage)."""
+    old = np.empty(flat.size, dtype=arr.dtype)
+    for lanes in _rounds(flat):
+        k = tuple(x[lanes] for x in key)
+        cur = arr[k]
+        old[lanes] = cur
+        new = reference(Op.ADD, [access.to_compute(cur, dt),
+                                 v[lanes].astype(compute_dtype(dt))], (dt, dt), dt)
+        arr[k] = access.to_storage(new, dt, dt)
+    return old
+
+
+def _check_distinct(ctx: Ctx, s: FetchAdd, pos: np.ndarray, old: np.ndarray) -> None:
+    """The program stores at the old values: two lanes of one block with one old value
+    would store in an order the vector step does not keep (thread order)."""
+    order = np.lexsort((old, pos))
+    p, o = pos[order], old[order]
+    dup = np.flatnonzero((p[1:] == p[:-1]) & (o[1:] == o[:-1]))
+    if dup.size:
+        i = int(dup[0])
+        raise KernelRuntimeError(
+            f"{ctx.block_name(int(p[i]))}: two threads took the value {o[i]} from "
+            f"{s.dst.buffer.name} with T.atomic_add(..., return_prev=True) and store at it: "
+            "expected each thread's value to differ (slots); got one value twice, whose "
+            "stores the interpreter's vector step cannot put in thread order", loc=s.loc,
+            hint="make the counters' ranges disjoint, or run this kernel on the JIT, which "
+                 "runs the threads one after another")

@@ -164,6 +164,23 @@ class AtomicAdd(_Stmt):
 
 
 @dataclass(frozen=True)
+class FetchAdd(_Stmt):
+    """`old = dst; dst = dst + value` on one element (made from TileLang's
+    `T.atomic_add(dst, value, return_prev=True)` by the thread-level front end): `old` and
+    `dst` are one-element regions of one dtype, `value` has that dtype, dst is per-block
+    memory. Inside a T.Parallel loop the lanes take their turns in lane order: each lane's
+    old value is dst after the adds of the lanes before it."""
+
+    old: Region
+    dst: Region
+    value: Expr
+    # the program stores at the old values (slots): the interpreter checks that no two
+    # lanes of a block got one value, which its vector step could not order
+    distinct: bool = False
+    loc: Loc = _loc()
+
+
+@dataclass(frozen=True)
 class For(_Stmt):
     """A counted loop `for var in [start, stop) step step` of a kind."""
 
@@ -251,7 +268,7 @@ class Versioned(_Stmt):
 
 
 Stmt = Union[Alloc, Let, Store, Copy, Fill, Gemm, Reduce, Cumsum, AtomicAdd, For, If, While,
-             Print, Assert, Breakpoint, Launch, Versioned]
+             Print, Assert, Breakpoint, Launch, Versioned, FetchAdd]
 
 TILE_OPS = (Copy, Fill, Gemm, Reduce, Cumsum, AtomicAdd)
 

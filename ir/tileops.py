@@ -21,6 +21,7 @@ from tilepy.ir.stmt import (
     Breakpoint,
     Copy,
     Cumsum,
+    FetchAdd,
     Fill,
     For,
     Gemm,
@@ -178,6 +179,20 @@ def _atomic_shape(s) -> Problem:
     return None
 
 
+def _fetch_shape(s) -> Problem:
+    for r in (s.old, s.dst):
+        if r.static_extents() is not None and any(e != 1 for e in r.static_extents()):
+            return (f"T.fetch_add takes one element; {r.buffer.name} has extents "
+                    f"{r.static_extents()}", None)
+    if not s.old.dtype == s.dst.dtype == s.value.dtype or s.dst.dtype.is_bool:
+        return (f"T.fetch_add needs one numeric dtype for old, dst and value; got "
+                f"{s.old.dtype}, {s.dst.dtype}, {s.value.dtype}", None)
+    if s.dst.buffer.root.scope is Scope.GLOBAL:
+        return (f"T.fetch_add into global {s.dst.buffer.name}: blocks run in no defined "
+                "order", "count in shared memory")
+    return None
+
+
 def _combines(what: str, dst: Region, n: int) -> dict:
     """n applications of a tile op's combining op (+, max, ...) into dst: ops, and flops
     when dst holds floats."""
@@ -217,6 +232,12 @@ STMTS: dict[type, StmtDef] = {
     AtomicAdd: StmtDef("T.atomic_add", "T.atomic_add", reads=("value",), writes=("dst",),
                        updates=lambda s: True, form=Form(("dst", "value")),
                        tile=TileRules(_atomic_shape, _fold_work("atomic_add", "dst"))),
+    FetchAdd: StmtDef("T.fetch_add", "a fetch-and-add", reads=("value", "dst"),
+                      writes=("old", "dst"),
+                      internal=True,
+                      form=Form(("old", "dst", "value"), (("distinct", "distinct", False),)),
+                      tile=TileRules(_fetch_shape, lambda s, extents: _combines(
+                          "fetch_add", s.dst, 1))),
     For: StmtDef("for", "a loop", reads=("start", "stop", "step")),
     If: StmtDef("if", "an if", reads=("cond",)),
     While: StmtDef("while", "a while loop", reads=("cond",)),

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilepy.ir.errors import LoweringError
-from tilepy.ir.expr import Buffer, Const, Region
+from tilepy.ir.expr import Buffer, Call, Const, Load, Region
+from tilepy.ir.ops import Op
 from tilepy.ir.stmt import (
     Alloc,
     Assert,
@@ -19,6 +20,7 @@ from tilepy.ir.stmt import (
     Breakpoint,
     Copy,
     Cumsum,
+    FetchAdd,
     Fill,
     For,
     Gemm,
@@ -295,6 +297,15 @@ def _store(em: Emitter, w: Writer, s: Store) -> None:
         w.line(line)
 
 
+def _fetch_add(em: Emitter, w: Writer, s: FetchAdd) -> None:
+    """old = dst; dst = old + value: two stores, which the JIT's lanes run one after
+    another (the lane order the interpreter's vector step reproduces)."""
+    old, dst = Load(s.old.buffer, s.old.starts), Load(s.dst.buffer, s.dst.starts)
+    _store(em, w, Store(s.old.buffer, s.old.starts, dst, loc=s.loc))
+    new = Call(Op.ADD, (old, s.value), s.dst.dtype, s.loc)
+    _store(em, w, Store(s.dst.buffer, s.dst.starts, new, loc=s.loc))
+
+
 def _for(em: Emitter, w: Writer, s: For) -> None:
     d = em.direct.get(id(s))
     _loop(em, w, s, None if d is None else lambda: direct.emit_body(em, w, d, _stmt))
@@ -369,4 +380,4 @@ def _breakpoint(em: Emitter, w: Writer, s: Breakpoint) -> None:
 
 _STMT = {Launch: _launch, Alloc: _alloc, Let: _let, Store: _store, For: _for, If: _if,
          While: _while, Print: _print, Breakpoint: _breakpoint, Versioned: _versioned,
-         Assert: _assert}
+         Assert: _assert, FetchAdd: _fetch_add}

@@ -485,3 +485,33 @@ def test_a_vote_under_a_branch_on_the_thread_is_an_error():
                 tx = T.get_thread_binding(0)
                 if tx < 32:
                     P[tx] = T.any_sync(P[tx] > 0)
+
+
+@tilepy.jit(out_idx=[-1])
+def rows_in_a_while(n=16, rows=4):
+    @T.prim_func
+    def main(X: T.Tensor((rows, n), "float32"), Y: T.Tensor((rows, n), "float32")):
+        with T.Kernel(2, threads=n) as b:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((n,), "float32")
+            r = T.alloc_var("int32")
+            r = b
+            with T.While(r < rows):
+                cur = r
+                row = cur * 1  # a name bound from another, used by tile ops below
+                T.copy(X[row, :], s)
+                T.sync_threads()
+                s[tx] = s[tx] * 2.0 + row
+                T.sync_threads()
+                for j in T.Parallel(n):
+                    Y[row, j] = s[j] + row
+                r = r + 2
+    return main
+
+
+def test_a_let_in_a_while_body_used_by_tile_ops_around_barriers():
+    # the tile ops run once for the block, outside the threads' loops: `row` was bound
+    # inside a thread loop and reported "used but not bound" there
+    x = np.arange(64, dtype=np.float32).reshape(4, 16)
+    want = x * 2 + 2 * np.arange(4, dtype=np.float32)[:, None]
+    np.testing.assert_array_equal(interp(rows_in_a_while(), x), want)

@@ -304,6 +304,19 @@ def uninit_gemm(m):
     return k
 
 
+def uninit_shared(m):
+    @T.prim_func
+    def k(A: T.Tensor((m, m), "float32"), C: T.Tensor((m, m), "float32")):
+        with T.Kernel(1) as _:
+            A_s = T.alloc_shared((m, m), "float32")
+            C_s = T.alloc_shared((m, m), "float32")
+            T.copy(A, A_s)
+            T.gemm(A_s, A_s, C_s)  # planted: C_s never cleared
+            T.copy(C_s, C)
+
+    return k
+
+
 def uninit_partial(n):
     @T.prim_func
     def k(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):

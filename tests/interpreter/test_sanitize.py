@@ -8,6 +8,7 @@ import pytest
 
 import tilepy.interpreter
 from tests.interpreter import kernels as K
+from tilepy import jit
 from tilepy.errors import OutOfBoundsError, RaceError, TilepyError, UninitializedReadError
 from tilepy.interpreter import run
 
@@ -64,8 +65,10 @@ def test_scalar_store_race_names_the_first_pair():
 
 
 def test_gemm_into_an_uncleared_fragment():
+    # strict mode reports it; by default a fresh fragment reads as zero (below)
     a = np.ones((8, 8), np.float32)
-    e = _raises(K.uninit_gemm(8), dict(A=a, C=np.zeros_like(a)), UninitializedReadError)
+    e = _raises(K.uninit_gemm(8), dict(A=a, C=np.zeros_like(a)), UninitializedReadError,
+                strict=True)
     _check(e, K.uninit_gemm, "planted: C_l never cleared", "block 0", "C_l[0, 0]",
            "fragment")
     assert "clear" in e.hint
@@ -75,8 +78,23 @@ def test_gemm_into_an_uncleared_fragment():
 def test_partially_written_fragment(batch):
     x = np.arange(8, dtype=np.float32)
     e = _raises(K.uninit_partial(8), dict(X=x, Y=np.zeros_like(x)), UninitializedReadError,
-                batch=batch)
+                batch=batch, strict=True)
     _check(e, K.uninit_partial, "planted: t[n - 1]", "block 0", "t[7]")
+
+
+def test_fresh_fragments_read_as_zero_unless_strict_as_on_the_jit():
+    # TileLang leaves a fresh fragment undefined (an uninitialised register array); both
+    # backends give it zeros by default, so the two agree bit for bit, and strict mode
+    # keeps the report. Shared memory is still reported by default.
+    a = (np.arange(64, dtype=np.float32).reshape(8, 8) % 5) - 2
+    want = a @ a
+    c = np.full_like(a, np.nan)
+    run(K.uninit_gemm(8).func, dict(A=a, C=c), {})
+    assert c.tolist() == want.tolist()
+    cj = np.full_like(a, np.nan)
+    jit.run(K.uninit_gemm(8).func, dict(A=a, C=cj), {})
+    assert cj.tobytes() == c.tobytes()
+    _raises(K.uninit_shared(8), dict(A=a, C=np.zeros_like(a)), UninitializedReadError)
 
 
 def test_sanitize_false_skips_uninit_and_race_but_not_bounds():

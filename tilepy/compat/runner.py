@@ -23,7 +23,8 @@ def add_parser(sub) -> None:
     p.add_argument("--backend", choices=("jit", "interp", "py"), default=None,
                    help="where kernels run (default: TILEPY_BACKEND, else jit)")
     p.add_argument("--strict", action="store_true",
-                   help="out-of-range global element accesses raise (TILEPY_STRICT=1)")
+                   help="out-of-range global element accesses raise, and on the "
+                        "interpreter reads of unwritten fragment elements (TILEPY_STRICT=1)")
     p.add_argument("program", help="a .py file")
     p.add_argument("args", nargs=argparse.REMAINDER,
                    help="the program's own arguments, options included")

@@ -275,6 +275,8 @@ def _atomic_add_prev(tr, dst, val, node, loc):
                             f"shared or local buffer; got {describe(dst)}", loc,
                             hint="global memory is shared between blocks, which run in any "
                                  "order here; count in shared memory instead")
+    if isinstance(val, StartPoint):  # `X[i]` as the value: that element
+        val = Load(val.buffer, val.starts)
     old = Load(dst.buffer, dst.starts)
     prev = Var(tr.unique("prev"), old.dtype)
     tr.emit(S.Let(prev, old, loc=loc))

@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from tilepy.errors import NOLOC, Loc, TileSyntaxError
-from tilepy.frontend import exprs, phases, syncplan, votes
+from tilepy.frontend import exprs, fetchadd, phases, syncplan, votes
 from tilepy.frontend.simt import WARP, AllReduce, Barrier, Shuffle, Vote
 from tilepy.frontend.uniform import uniform_buffers
 from tilepy.frontend.walk import BODIES, children, deep, map_expr, stmt_exprs, sub_exprs
@@ -47,6 +47,7 @@ class Fission:
         self.allocs: list[S.Alloc] = []
         self.guards: list = []  # conditions of the thread-dependent ifs being split
         self.uniform: set[str] = set()  # per-thread buffers equal in every thread
+        self.phase_vars: set[Var] = set()  # names bound inside thread loops
 
     # ------------------------------------------------------------ driver
     def run(self, body: tuple) -> tuple:
@@ -89,8 +90,11 @@ class Fission:
         return False
 
     def pure(self, e) -> bool:
-        """Thread-independent and reading no memory: safe to evaluate once, anywhere."""
-        return not self.is_dep(e) and not any(isinstance(x, Load) for x in sub_exprs(e))
+        """Thread-independent, reading no memory and naming no name bound inside a thread
+        loop: safe to evaluate once, outside the thread loops."""
+        return not self.is_dep(e) and not any(
+            isinstance(x, Load) or isinstance(x, Var) and x in self.phase_vars
+            for x in sub_exprs(e))
 
     def recomputable(self, e) -> bool:
         """Reads no memory and names only thread ids, names bound outside the thread loops
@@ -164,10 +168,12 @@ class Fission:
             elif isinstance(s, S.Let):
                 if self.is_dep(s.value):
                     self.dep.add(s.var)
+                self.phase_vars.add(s.var)
                 cur.append(s)
             elif self.is_block_op(s):
                 cur = self.flush(out, cur)
-                out.append(s)
+                # names it uses from the threads' phases are the same in every thread
+                out.append(self.rewrite(s, Const(0, int32)))
             elif children(s) and self.has_split(s):
                 uniform = self.check_uniform(s)
                 cur = self.flush(out, cur)
@@ -231,7 +237,18 @@ class Fission:
         when), else None."""
         own = {b.name for b in self.per_thread.values()} | {
             b.name for b in self.let_bufs.values()}
-        return phases.parallel_body(body, t, self.n, own)
+        made: list[Buffer] = []
+
+        def new_buf(dtype) -> Buffer:  # a fetch-and-add's old value, one per thread
+            made.append(Buffer(self.tr.unique("old_t"), (Const(self.n, int32),), dtype,
+                               Scope.LOCAL))
+            return made[-1]
+        fetched = fetchadd.rewrite(body, t, own, new_buf)
+        par = phases.parallel_body(fetched, t, self.n, own | {b.name for b in made},
+                                   self.uniform)
+        if par is not None:
+            self.allocs += [S.Alloc(b) for b in made]
+        return par
 
     # ------------------------------------------------------------ per-thread rewrite
     def thread_exprs(self, t: Var) -> dict:

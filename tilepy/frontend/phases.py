@@ -13,7 +13,15 @@ global buffer the phase writes must be written in one of these ways:
   otherwise touch: `T.Parallel` adds in lane order, which is thread order;
 - **one unguarded store at `... + t % m`** (a 2-D launch's `tx`), at the phase's top level,
   to a buffer the phase does not read: of the threads that write one element the last one's
-  value stays, so the store is guarded to run only in the last m threads (`t >= n - m`).
+  value stays, so the store is guarded to run only in the last m threads (`t >= n - m`);
+- **one fetch-and-add** (`T.fetch_add`, frontend/fetchadd.py), outside any loop of the
+  phase, to a counter buffer the phase does not otherwise touch: lanes take their turns in
+  lane order;
+- **stores at slots**: every store, outside the phase's loops, indexed at one position by
+  `free terms +/- the old value of one fetch-and-add` (directly, through names, or through a
+  per-thread variable set to it before), any value, and every read of the buffer in the
+  phase apart from them (`s[r ^ 1, slot]` against `s[r, ...]`): threads write distinct
+  elements as long as they took distinct slots, which the interpreter checks (`distinct`).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import dataclasses
 
 from tilepy.errors import NOLOC
 from tilepy.frontend import exprs
-from tilepy.frontend.walk import children, stmt_exprs, sub_exprs
+from tilepy.frontend.walk import BODIES, children, deep, map_expr, stmt_exprs, sub_exprs
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Call, Const, Load, Region, Var
 from tilepy.ir.ops import Op
@@ -33,30 +41,67 @@ class _Uses:
     stores: list = dataclasses.field(default_factory=list)  # (Store, inside a loop)
     loads: list = dataclasses.field(default_factory=list)  # index tuples
     atomics: list = dataclasses.field(default_factory=list)  # (AtomicAdd, inside a loop)
+    fetches: list = dataclasses.field(default_factory=list)  # (FetchAdd, inside a loop)
+    slots: dict = dataclasses.field(default_factory=dict)  # id(store) -> its slot's FetchAdd
     viewed: bool = False  # accessed through a re-view (`.data`): not analysed
 
 
-def parallel_body(body: tuple, t: Var, n: int, own: set[str]):
-    """Phase `body` (thread id `t` of `n`; `own`: its per-thread buffers) as the body of a
-    T.Parallel loop (last-thread guards added), or None when it must stay serial."""
+@dataclasses.dataclass
+class _Walk:
+    """What the collection walk knows: the thread id, per-thread buffers equal in every
+    thread, the phase's lets, and which per-thread buffers hold a fetch-and-add's old value
+    at this point of the walk (the FetchAdd)."""
+
+    t: Var
+    uniform: frozenset
+    written: set | None = None  # the buffers the phase writes (a second walk knows them)
+    lets: dict = dataclasses.field(default_factory=dict)
+    slots: dict = dataclasses.field(default_factory=dict)
+
+
+def parallel_body(body: tuple, t: Var, n: int, own: set[str], uniform=frozenset()):
+    """Phase `body` (thread id `t` of `n`; `own`: its per-thread buffers, `uniform` those
+    equal in every thread) as the body of a T.Parallel loop (last-thread guards added,
+    fetch-and-adds whose old values are slots marked `distinct`), or None when it must stay
+    serial."""
     uses: dict[str, _Uses] = {}
     dep: set = {t}  # t and the phase's names computed from it
-    if not _collect(body, t, own, uses, dep, False):
+    if not _collect(body, t, own, uses, dep, False, _Walk(t, frozenset(uniform))):
         return None
-    written = {n for n, u in uses.items() if u.stores or u.atomics}
-    guarded = {}
+    written = {n for n, u in uses.items() if u.stores or u.atomics or u.fetches}
+    w = _Walk(t, frozenset(uniform), written)  # again, now knowing what the phase writes
+    uses, dep = {}, {t}
+    _collect(body, t, own, uses, dep, False, w)
+    guarded, distinct = {}, set()
     for name in written:
         if _buffer_ok(uses[name], t, dep, written):
+            continue
+        if _slot_stores(uses[name], dep, written, w, distinct):
             continue
         m = _last_writers(uses[name], body, t, n, dep, written)
         if m is None:
             return None
         guarded[id(uses[name].stores[0][0])] = m
+    if distinct:
+        body = _mark_distinct(body, distinct)
     if not guarded:
         return body
     c = (lambda op, *a: exprs.call(op, list(a), NOLOC))
     return tuple(S.If(c(Op.GE, t, n - guarded[id(s)]), (s,), loc=s.loc)
                  if id(s) in guarded else s for s in body)
+
+
+def _mark_distinct(body, ids: set):
+    out = []
+    for s in body:
+        if isinstance(s, S.FetchAdd) and id(s) in ids:
+            s = dataclasses.replace(s, distinct=True)
+        fields = BODIES.get(type(s), ())
+        if fields:
+            s = dataclasses.replace(s, **{f: _mark_distinct(getattr(s, f), ids)
+                                          for f in fields})
+        out.append(s)
+    return tuple(out)
 
 
 def _last_writers(u: _Uses, body, t, n, dep, written):
@@ -77,7 +122,8 @@ def _last_writers(u: _Uses, body, t, n, dep, written):
     return int(m.value)
 
 
-def _collect(body, t, own, uses, dep, in_loop: bool) -> bool:
+def _collect(body, t, own, uses, dep, in_loop: bool, w: _Walk) -> bool:
+    w.slots = dict(w.slots)  # this body's view; restored by the caller
     for s in body:
         if isinstance(s, (S.Print, S.Breakpoint, S.Alloc)):
             return False
@@ -87,20 +133,110 @@ def _collect(body, t, own, uses, dep, in_loop: bool) -> bool:
             return False
         if isinstance(s, S.TILE_OPS) and not _element_atomic(s):
             return False
-        if isinstance(s, S.Let) and _mentions(s.value, dep):
-            dep.add(s.var)
+        if isinstance(s, S.Let):
+            w.lets[s.var] = s.value
+            if _mentions(s.value, dep):
+                dep.add(s.var)
         for e in stmt_exprs(s):
             for x in sub_exprs(e):
                 if isinstance(x, Load) and x.buffer.root.name not in own:
                     _use(uses, x.buffer).loads.append(x.indices)
         if isinstance(s, S.Store) and s.buffer.root.name not in own:
-            _use(uses, s.buffer).stores.append((s, in_loop))
+            u = _use(uses, s.buffer)
+            u.stores.append((s, in_loop))
+            u.slots[id(s)] = None if w.written is None else _slot_of(s.indices, dep, w)
         elif isinstance(s, S.AtomicAdd) and s.dst.buffer.root.name not in own:
             _use(uses, s.dst.buffer).atomics.append((s, in_loop))
+        elif isinstance(s, S.FetchAdd):
+            if s.dst.buffer.root.name in own or s.old.buffer.root.name not in own \
+                    or s.old.buffer.name in w.uniform:
+                return False
+            _use(uses, s.dst.buffer).fetches.append((s, in_loop))
+            w.slots[s.old.buffer.name] = s
+        elif isinstance(s, S.Store):  # a per-thread buffer: maybe set to a slot
+            w.slots.pop(s.buffer.name, None)
+            fa = None if w.written is None or s.indices != (t,) else \
+                _slot_of((s.value,), dep, w)
+            if fa is not None:
+                w.slots[s.buffer.name] = fa
         loop = in_loop or isinstance(s, (S.For, S.While))
-        if not all(_collect(b, t, own, uses, dep, loop) for b in children(s)):
-            return False
+        saved = w.slots
+        for b in children(s):
+            if not _collect(b, t, own, uses, dep, loop, w):
+                return False
+            w.slots = saved
+        for name in _stored_inside(s):  # set in a branch or loop: no longer known here
+            w.slots.pop(name, None)
+        if isinstance(s, S.If) and len(s.then_body) == 1 and not s.else_body and \
+                isinstance(s.then_body[0], S.FetchAdd):
+            # merged fetch-and-adds (frontend/fetchadd.py): their old values are read
+            # only in the branches whose conditions made up this one
+            w.slots[s.then_body[0].old.buffer.name] = s.then_body[0]
     return True
+
+
+def _stored_inside(s):
+    return {x.buffer.name if isinstance(x, S.Store) else x.old.buffer.name
+            for b in children(s) for x in deep(b) if isinstance(x, (S.Store, S.FetchAdd))}
+
+
+def _slot_of(indices, dep, w: _Walk):
+    """The FetchAdd whose old value (its slot) indexes one position of `indices` as
+    `free terms +/- slot`, the other positions being thread-independent; else None."""
+    found = None
+    for i in indices:
+        e = _expand(i, w.lets)
+        if _free(e, dep, w.written, [], w):
+            continue
+        k = _key(e, dep, w.written, w)
+        if found is not None or not isinstance(k, Load) or k.indices != (w.t,):
+            return None
+        found = w.slots.get(k.buffer.name)
+        if found is None:
+            return None
+    return found
+
+
+def _expand(e, lets: dict, depth: int = 8):
+    """e with the phase's names replaced by their values."""
+    for _ in range(depth):
+        if not any(isinstance(x, Var) and x in lets for x in sub_exprs(e)):
+            return e
+        e = map_expr(e, lambda x: lets.get(x, x) if isinstance(x, Var) else x)
+    return e
+
+
+def _slot_stores(u: _Uses, dep, written, w: _Walk, distinct: set) -> bool:
+    """Every store of the buffer at a slot of one fetch-and-add, outside loops, and every
+    read of it apart from every store (see the module's docstring)."""
+    if u.viewed or u.atomics or u.fetches or not u.stores:
+        return False
+    fas = {id(u.slots.get(id(s))) for s, _ in u.stores}
+    if None in (u.slots.get(id(s)) for s, _ in u.stores) or len(fas) != 1:
+        return False
+    if any(in_loop for _, in_loop in u.stores):
+        return False
+    if not all(_apart(ld, s.indices, dep, written, w) for ld in u.loads
+               for s, _ in u.stores):
+        return False
+    distinct.add(fas.pop())
+    return True
+
+
+def _apart(a, b, dep, written, w) -> bool:
+    """Some index position where both are the same in every thread and differ: `x ^ c`
+    against `x`, `x + c` against `x` (c a nonzero constant), or two different constants."""
+    for x, y in zip(a, b):
+        if not (_free(x, dep, written, [], w) and _free(y, dep, written, [], w)):
+            continue
+        if isinstance(x, Const) and isinstance(y, Const) and x.value != y.value:
+            return True
+        for p, q in ((x, y), (y, x)):
+            if isinstance(p, Call) and p.op in (Op.BITXOR, Op.ADD, Op.SUB) \
+                    and p.args[0] == q and isinstance(p.args[1], Const) \
+                    and p.args[1].value != 0:
+                return True
+    return False
 
 
 def _use(uses: dict, buf) -> _Uses:
@@ -117,6 +253,9 @@ def _element_atomic(s) -> bool:
 def _buffer_ok(u: _Uses, t: Var, dep: set, written: set) -> bool:
     if u.viewed:
         return False
+    if u.fetches:
+        return not (u.loads or u.stores or u.atomics) and len(u.fetches) == 1 \
+            and not u.fetches[0][1]
     if not u.atomics and _private(u, t):
         return True
     if u.loads or len(u.stores) + len(u.atomics) != 1:
@@ -148,34 +287,37 @@ def _value_of_address(s: S.Store, dep: set, written: set) -> bool:
     return _free(s.value, dep, written, keys)
 
 
-def _key(e, dep, written):
+def _key(e, dep, written, w=None):
     """The one thread-dependent term of index e (None: e is thread-independent), or False
     when e is not `free terms +/- key`."""
-    if _free(e, dep, written, []):
+    if _free(e, dep, written, [], w):
         return None
     while isinstance(e, Call) and e.op in (Op.ADD, Op.SUB):
         a, b = e.args
-        if _free(a, dep, written, []):
+        if _free(a, dep, written, [], w):
             e = b
-        elif _free(b, dep, written, []):
+        elif _free(b, dep, written, [], w):
             e = a
         else:
             return False
     return e
 
 
-def _free(e, dep, written, keys) -> bool:
+def _free(e, dep, written, keys, w=None) -> bool:
     """e is the same in every thread: it names no thread-dependent name outside `keys` and
-    reads no buffer that the phase writes."""
+    reads no buffer that the phase writes (nor, with `w`, another thread's element of a
+    per-thread buffer that is not equal in every thread)."""
     if any(e == k for k in keys):
         return True
     if isinstance(e, Var):
         return e not in dep
     if isinstance(e, Load):
+        if w is not None and e.buffer.name in w.uniform and e.indices[:1] == (w.t,):
+            return all(_free(i, dep, written, keys, w) for i in e.indices[1:])
         return e.buffer.root.name not in written and all(
-            _free(i, dep, written, keys) for i in e.indices)
+            _free(i, dep, written, keys, w) for i in e.indices)
     if isinstance(e, Call):
-        return all(_free(a, dep, written, keys) for a in e.args)
+        return all(_free(a, dep, written, keys, w) for a in e.args)
     return True
 
 
