@@ -4,7 +4,9 @@ interpreter's vector step) gives what thread 0, then 1, ... n-1 would. Each shar
 global buffer the phase writes must be written in one of these ways:
 
 - **thread-private**: every access to it in the phase has the thread id itself at one
-  index position (`s[t]`, `s[t, j]`), so threads touch disjoint elements;
+  index position (`s[t]`, `s[t, j]`), or, at one position, the same thread-independent
+  base plus `c * t` plus terms of the phase's own loops that stay within [0, c) (`s[base +
+  t * 8 + i]` for `i` in range(8)), so threads touch disjoint elements;
 - **one store of the address's value**: one store statement, outside any loop of the phase,
   of a value that depends on the thread only through the address (`C[bn * 32 + t % 32] =
   s[t % 32]`, `flag[0] = 1`), to a buffer the phase does not read: threads that write one
@@ -22,7 +24,7 @@ import dataclasses
 
 from tilepy.errors import NOLOC
 from tilepy.frontend import exprs
-from tilepy.frontend.walk import children, stmt_exprs, sub_exprs
+from tilepy.frontend.walk import children, deep, stmt_exprs, sub_exprs
 from tilepy.ir import stmt as S
 from tilepy.ir.expr import Call, Const, Load, Region, Var
 from tilepy.ir.ops import Op
@@ -44,9 +46,15 @@ def parallel_body(body: tuple, t: Var, n: int, own: set[str]):
     if not _collect(body, t, own, uses, dep, False):
         return None
     written = {n for n, u in uses.items() if u.stores or u.atomics}
+    loops = {s.var: int(s.stop.value) for s in deep(body) if isinstance(s, S.For)
+             and s.start == Const(0, s.var.dtype) and s.step == Const(1, s.var.dtype)
+             and isinstance(s.stop, Const)}
+    # a strided index's base must not use t's names nor names bound in the phase (they
+    # vary within a thread)
+    varying = dep | {s.var for s in deep(body) if isinstance(s, (S.For, S.Let))}
     guarded = {}
     for name in written:
-        if _buffer_ok(uses[name], t, dep, written):
+        if _buffer_ok(uses[name], t, dep, written, (loops, varying - set(loops))):
             continue
         m = _last_writers(uses[name], body, t, n, dep, written)
         if m is None:
@@ -114,10 +122,10 @@ def _element_atomic(s) -> bool:
         isinstance(e, Const) and e.value == 1 for e in s.dst.extents)
 
 
-def _buffer_ok(u: _Uses, t: Var, dep: set, written: set) -> bool:
+def _buffer_ok(u: _Uses, t: Var, dep: set, written: set, strides: tuple) -> bool:
     if u.viewed:
         return False
-    if not u.atomics and _private(u, t):
+    if not u.atomics and (_private(u, t) or _strided(u, t, *strides)):
         return True
     if u.loads or len(u.stores) + len(u.atomics) != 1:
         return False
@@ -181,3 +189,53 @@ def _free(e, dep, written, keys) -> bool:
 
 def _mentions(e, names: set) -> bool:
     return any(isinstance(x, Var) and x in names for x in sub_exprs(e))
+
+
+def _strided(u: _Uses, t: Var, loops: dict, varying: set) -> bool:
+    """Some index position is `base + c * t + sum(k * i)` in every access: one base and one
+    c > 0 for all, `i` loop variables of the phase (extents in `loops`) whose terms stay in
+    [0, c). Element `e` there is touched only by thread (e - base) // c."""
+    accesses = [s.indices for s, _ in u.stores] + u.loads
+    n = len(accesses[0])
+    return any(_strided_at([a[p] for a in accesses if len(a) == n], len(accesses), t, loops,
+                           varying) for p in range(n))
+
+
+def _strided_at(indices: list, count: int, t: Var, loops: dict, varying: set) -> bool:
+    forms = [_linear(i) for i in indices]
+    if len(forms) != count or any(f is None for f in forms):
+        return False
+    c, base = forms[0].get(t, 0), None
+    for f in forms:
+        own = {k: v for k, v in f.items() if k in loops}
+        rest = {k: v for k, v in f.items() if k not in loops and k is not t}
+        if f.get(t, 0) != c or c <= 0 or any(k in varying for k in rest) or \
+                any(v < 0 for v in own.values()) or \
+                sum(v * (loops[k] - 1) for k, v in own.items()) >= c:
+            return False
+        if base is not None and rest != base:
+            return False
+        base = rest
+    return True
+
+
+def _linear(e):
+    """e as {Var: coefficient, None: constant} when it is an integer linear form, else None."""
+    if isinstance(e, Const) and type(e.value) is int:
+        return {None: e.value}
+    if isinstance(e, Var):
+        return {e: 1}
+    if not isinstance(e, Call) or e.op not in (Op.ADD, Op.SUB, Op.MUL):
+        return None
+    a, b = (_linear(x) for x in e.args)
+    if a is None or b is None:
+        return None
+    if e.op is Op.MUL:
+        if set(a) == {None}:
+            a, b = b, a
+        return {k: v * b[None] for k, v in a.items() if v * b[None]} if set(b) == {None} \
+            else None
+    sign, out = (1 if e.op is Op.ADD else -1), dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + sign * v
+    return {k: v for k, v in out.items() if v}
