@@ -95,7 +95,7 @@ def _builtins(names: str, python: dict[str, Callable[..., Any]] | None = None) -
 
 # launch, buffers, loops
 _builtins("Kernel alloc_shared alloc_fragment alloc_local alloc_var empty const")
-_builtins("Parallel Pipelined serial unroll")
+_builtins("Parallel Pipelined serial unroll grid")
 # TVMScript's `with T.If(c):` / `T.Then()` / `T.Else()` frames, persistent loops, blockIdx
 _builtins("If Then Else Persistent get_block_binding PersistentKernel")
 _builtins("While")  # TVMScript's `with T.While(cond):` frame

@@ -235,17 +235,18 @@ def test_int4_data_may_come_packed_in_int8_storage():
 
 SEED_PROGRAM = textwrap.dedent('''
     import torch
+    torch.cuda.init()  # a no-op under the mapping (torch without CUDA raises)
     torch.manual_seed(3)
     a = torch.randn(4, device="cuda")
     torch.cuda.manual_seed(3)
     b = torch.randn(4, device="cuda")
     torch.cuda.manual_seed_all(4)
     c = torch.randn(4).cuda()
-    print(torch.equal(a, b), torch.equal(a, c), a.device)
+    print(torch.equal(a, b), torch.equal(a, c), a.device, a.is_cuda, c.cuda().is_cuda)
 ''')
 
 
-def test_cuda_seeding_under_the_mapping_seeds_the_cpu_generator(tmp_path):
+def test_cuda_seeding_under_the_mapping_seeds_the_cpu_generator_and_tensors_say_cuda(tmp_path):
     pytest.importorskip("torch")
     prog = tmp_path / "seed_prog.py"
     prog.write_text(SEED_PROGRAM)
@@ -253,7 +254,7 @@ def test_cuda_seeding_under_the_mapping_seeds_the_cpu_generator(tmp_path):
     ok = subprocess.run(run, capture_output=True, text=True, timeout=120,
                         env={**os.environ, "TILEPY_QUIET": "1"})
     assert ok.returncode == 0, ok.stderr[-400:]
-    assert ok.stdout.strip() == "True False cpu"
+    assert ok.stdout.strip() == "True False cpu True True"  # CPU tensors stand for CUDA ones
 
 
 def test_tilepy_run_passes_option_like_arguments_to_the_program(tmp_path):

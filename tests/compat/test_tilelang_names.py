@@ -254,3 +254,67 @@ def test_fp8_e4m3_selection_and_the_while_frame_with_a_tile_level_barrier(tl):
     with tilepy.backend("interp"):
         tilepy.compile(strided)(x, y)
     assert np.array_equal(y, x * 2)
+
+
+def test_iket_events_are_recorded_hints_and_its_host_helpers_work(tl, tmp_path):
+    import tilelang.language as T
+
+    from tilepy.errors import TileSyntaxError
+
+    @T.prim_func
+    def traced(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(2, threads=4) as bx:
+            with T.iket.range("block"):
+                T.iket.mark("enter", payload=T.iket.payload(bx, dtype="int32"))
+                for i in T.Parallel(4):
+                    T.iket.range_push("store")
+                    Y[bx * 4 + i] = X[bx * 4 + i] * 2.0
+                    T.iket.range_pop("store")
+
+    with T.iket.session(output_dir=tmp_path / "iket", runtime_payloads=True):
+        assert T.iket.runtime_payloads_enabled() and T.iket.is_enabled()
+        kernel = tl.compile(traced, target="cuda", execution_backend="cython")
+        out = T.iket.output_path("k.cu")
+    assert not T.iket.runtime_payloads_enabled() and not T.iket.is_enabled()
+    assert out == (tmp_path / "iket" / "k.cu").absolute() and out.parent.is_dir()
+    assert T.iket.trace_files(directory=tmp_path / "iket") == []
+    text = str(kernel.ir)
+    assert "# hint: T.iket.range('block')" in text
+    assert "# hint: T.iket.mark('enter', payload=T.iket.payload(bx, dtype='int32'))" in text
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(8, np.float32)
+    with tilepy.backend("interp"):
+        kernel(x, y)
+    assert np.array_equal(y, x * 2)
+
+    with pytest.raises(TileSyntaxError, match=r"T.iket.range_pop\('b'\) does not match "
+                       r"the open range 'a'"):
+        @T.prim_func
+        def crossed(X: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as _:
+                T.iket.range_push("a")
+                X[0] = 1.0
+                T.iket.range_pop("b")
+
+
+def test_t_grid_nests_serial_loops_and_fp8_type_queries_take_a_device(tl):
+    import tilelang.language as T
+
+    @T.prim_func
+    def order(Y: T.Tensor((6,), "int32")):
+        with T.Kernel(1) as _:
+            n = T.alloc_var("int32")
+            n = 0
+            for i, j in T.grid(2, 3):  # row-major, one iteration at a time
+                Y[n] = i * 10 + j
+                n = n + 1
+
+    y = np.zeros(6, np.int32)
+    with tilepy.backend("interp"):
+        tilepy.compile(order)(y)
+    assert y.tolist() == [0, 1, 2, 10, 11, 12]
+    from tilelang.language.fp8 import determine_fp8_type, determine_torch_fp8_type
+
+    assert determine_fp8_type("e5m2", device="cuda:0") == "float8_e5m2"
+    torch = pytest.importorskip("torch")
+    assert determine_torch_fp8_type(device=torch.device("cpu")) is torch.float8_e4m3fn

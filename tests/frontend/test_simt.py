@@ -515,3 +515,36 @@ def test_a_let_in_a_while_body_used_by_tile_ops_around_barriers():
     x = np.arange(64, dtype=np.float32).reshape(4, 16)
     want = x * 2 + 2 * np.arange(4, dtype=np.float32)[:, None]
     np.testing.assert_array_equal(interp(rows_in_a_while(), x), want)
+def test_strided_per_thread_elements_run_as_parallel_and_overlapping_ones_stay_serial():
+    @T.prim_func
+    def strided(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(2, threads=4) as bx:
+            tx = T.get_thread_binding(0)
+            S = T.alloc_shared((2, 32), "float32")
+            for r in T.unroll(2):  # each thread owns S[:, tx * 8 : tx * 8 + 8]
+                for i in T.serial(8):
+                    S[r, tx * 8 + i] = X[bx * 32 + tx * 8 + i] * (r + 1)
+            for i in T.serial(8):
+                Y[(bx * 4 + tx) * 8 + i] = S[1, tx * 8 + i] - S[0, tx * 8 + i] * 0.5
+
+    @T.prim_func
+    def chained(G: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=3):
+            tx = T.get_thread_binding(0)
+            for i in T.serial(8):  # thread tx reads what thread tx - 1 wrote
+                G[tx * 8 + i + 8] = G[tx * 8 + i] * 2.0 + 1.0
+
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    with tilepy.backend("interp"):
+        strided(x, y)
+    np.testing.assert_array_equal(y, x * 2 - x * np.float32(0.5))
+    assert "T.Parallel(4)" in str(strided.ir) and "T.serial(4)" not in str(strided.ir)
+    g = np.ones(32, np.float32)
+    with tilepy.backend("interp"):
+        chained(g)
+    want = np.ones(32, np.float32)
+    for t in range(3):  # thread by thread
+        want[t * 8 + 8:t * 8 + 16] = want[t * 8:t * 8 + 8] * 2 + 1
+    np.testing.assert_array_equal(g, want)
+    assert "T.serial(3)" in str(chained.ir)

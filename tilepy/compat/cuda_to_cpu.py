@@ -1,10 +1,10 @@
 """The opt-in mapping of CUDA tensor creation to the CPU, for programs written for a GPU:
 torch factories given `device="cuda"`, `Tensor.cuda()` and `Tensor.to("cuda")` give CPU
-tensors, and `torch.cuda.synchronize`, seeding and timing events do what they mean on the
-CPU. Device queries describe the CPU as a compute-capability 8.0 device (no Hopper-only
-features, so a program picks its portable configuration) with one multiprocessor per
-usable core. Changes
-torch's module state for the process; nothing else.
+tensors (and say they are CUDA ones: `Tensor.is_cuda`), and `torch.cuda.init` /
+`synchronize`, seeding and timing events do what they mean on the CPU. Device queries
+describe the CPU as a compute-capability 8.0 device (no Hopper-only features, so a program
+picks its portable configuration) with one multiprocessor per usable core. Changes torch's
+module state for the process; nothing else.
 """
 
 from __future__ import annotations
@@ -98,6 +98,8 @@ def patch() -> None:
         if hasattr(torch, name):
             setattr(torch, name, _wrap_factory(getattr(torch, name)))
     torch.Tensor.cuda = lambda self, *a, **k: self
+    # programs check that their tensors are on the GPU: CPU tensors stand in for CUDA ones
+    torch.Tensor.is_cuda = property(lambda self: self.device.type in ("cpu", "cuda"))
     to = torch.Tensor.to
 
     def to_cpu(self, *args, **kwargs):
@@ -107,7 +109,7 @@ def patch() -> None:
         return to(self, *args, **kwargs)
 
     torch.Tensor.to = to_cpu
-    torch.cuda.synchronize = lambda *a, **k: None
+    torch.cuda.synchronize = torch.cuda.init = lambda *a, **k: None
     # torch.manual_seed calls torch.cuda.manual_seed_all: seed the CPU generator directly
     # (mapped "cuda" tensors draw from it), not through torch.manual_seed
     torch.cuda.manual_seed = torch.cuda.manual_seed_all = _seed_cpu

@@ -354,6 +354,7 @@ HANDLERS.update({
 for _n in ("Kernel", "Parallel", "Pipelined", "serial", "unroll", "empty", "const"):
     HANDLERS[_n] = _only_as_statement
 
-from tilepy.frontend import annotations  # noqa: E402 - its handlers join the table
+from tilepy.frontend import annotations, events  # noqa: E402 - their handlers join the table
 
-HANDLERS.update(annotations.HANDLERS)  # (frontend/extras.py adds its own when imported)
+HANDLERS.update(annotations.HANDLERS)
+HANDLERS.update(events.HANDLERS)  # (frontend/extras.py adds its own when imported)

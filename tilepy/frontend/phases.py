@@ -4,7 +4,9 @@ interpreter's vector step) gives what thread 0, then 1, ... n-1 would. Each shar
 global buffer the phase writes must be written in one of these ways:
 
 - **thread-private**: every access to it in the phase has the thread id itself at one
-  index position (`s[t]`, `s[t, j]`), so threads touch disjoint elements;
+  index position (`s[t]`, `s[t, j]`), or, at one position, the same thread-independent
+  base plus `c * t` plus terms of the phase's own loops that stay within [0, c) (`s[base +
+  t * 8 + i]` for `i` in range(8)), so threads touch disjoint elements;
 - **one store of the address's value**: one store statement, outside any loop of the phase,
   of a value that depends on the thread only through the address (`C[bn * 32 + t % 32] =
   s[t % 32]`, `flag[0] = 1`), to a buffer the phase does not read: threads that write one
@@ -72,9 +74,15 @@ def parallel_body(body: tuple, t: Var, n: int, own: set[str], uniform=frozenset(
     w = _Walk(t, frozenset(uniform), written)  # again, now knowing what the phase writes
     uses, dep = {}, {t}
     _collect(body, t, own, uses, dep, False, w)
+    loops = {s.var: int(s.stop.value) for s in deep(body) if isinstance(s, S.For)
+             and s.start == Const(0, s.var.dtype) and s.step == Const(1, s.var.dtype)
+             and isinstance(s.stop, Const)}
+    # a strided index's base must not use t's names nor names bound in the phase (they
+    # vary within a thread)
+    varying = dep | {s.var for s in deep(body) if isinstance(s, (S.For, S.Let))}
     guarded, distinct = {}, set()
     for name in written:
-        if _buffer_ok(uses[name], t, dep, written):
+        if _buffer_ok(uses[name], t, dep, written, (loops, varying - set(loops))):
             continue
         if _slot_stores(uses[name], dep, written, w, distinct):
             continue
@@ -250,13 +258,13 @@ def _element_atomic(s) -> bool:
         isinstance(e, Const) and e.value == 1 for e in s.dst.extents)
 
 
-def _buffer_ok(u: _Uses, t: Var, dep: set, written: set) -> bool:
+def _buffer_ok(u: _Uses, t: Var, dep: set, written: set, strides: tuple) -> bool:
     if u.viewed:
         return False
     if u.fetches:
         return not (u.loads or u.stores or u.atomics) and len(u.fetches) == 1 \
             and not u.fetches[0][1]
-    if not u.atomics and _private(u, t):
+    if not u.atomics and (_private(u, t) or _strided(u, t, *strides)):
         return True
     if u.loads or len(u.stores) + len(u.atomics) != 1:
         return False
@@ -323,3 +331,53 @@ def _free(e, dep, written, keys, w=None) -> bool:
 
 def _mentions(e, names: set) -> bool:
     return any(isinstance(x, Var) and x in names for x in sub_exprs(e))
+
+
+def _strided(u: _Uses, t: Var, loops: dict, varying: set) -> bool:
+    """Some index position is `base + c * t + sum(k * i)` in every access: one base and one
+    c > 0 for all, `i` loop variables of the phase (extents in `loops`) whose terms stay in
+    [0, c). Element `e` there is touched only by thread (e - base) // c."""
+    accesses = [s.indices for s, _ in u.stores] + u.loads
+    n = len(accesses[0])
+    return any(_strided_at([a[p] for a in accesses if len(a) == n], len(accesses), t, loops,
+                           varying) for p in range(n))
+
+
+def _strided_at(indices: list, count: int, t: Var, loops: dict, varying: set) -> bool:
+    forms = [_linear(i) for i in indices]
+    if len(forms) != count or any(f is None for f in forms):
+        return False
+    c, base = forms[0].get(t, 0), None
+    for f in forms:
+        own = {k: v for k, v in f.items() if k in loops}
+        rest = {k: v for k, v in f.items() if k not in loops and k is not t}
+        if f.get(t, 0) != c or c <= 0 or any(k in varying for k in rest) or \
+                any(v < 0 for v in own.values()) or \
+                sum(v * (loops[k] - 1) for k, v in own.items()) >= c:
+            return False
+        if base is not None and rest != base:
+            return False
+        base = rest
+    return True
+
+
+def _linear(e):
+    """e as {Var: coefficient, None: constant} when it is an integer linear form, else None."""
+    if isinstance(e, Const) and type(e.value) is int:
+        return {None: e.value}
+    if isinstance(e, Var):
+        return {e: 1}
+    if not isinstance(e, Call) or e.op not in (Op.ADD, Op.SUB, Op.MUL):
+        return None
+    a, b = (_linear(x) for x in e.args)
+    if a is None or b is None:
+        return None
+    if e.op is Op.MUL:
+        if set(a) == {None}:
+            a, b = b, a
+        return {k: v * b[None] for k, v in a.items() if v * b[None]} if set(b) == {None} \
+            else None
+    sign, out = (1 if e.op is Op.ADD else -1), dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + sign * v
+    return {k: v for k, v in out.items() if v}

@@ -20,7 +20,7 @@ from tilepy.errors import (
     TileSyntaxError,
     TileTypeError,
 )
-from tilepy.frontend import annotations, builtins, exprs, gridsync, simt
+from tilepy.frontend import annotations, builtins, events, exprs, gridsync, simt
 from tilepy.frontend.dtypes import as_format
 from tilepy.frontend.expressions import ExpressionMixin
 from tilepy.frontend.fission import fission
@@ -38,7 +38,8 @@ from tilepy.precision.formats import Format
 
 _LOOPS = {"Parallel": S.ForKind.PARALLEL, "parallel": S.ForKind.PARALLEL,
           "Pipelined": S.ForKind.PIPELINED, "serial": S.ForKind.SERIAL,
-          "unroll": S.ForKind.UNROLLED, "vectorized": S.ForKind.SERIAL}
+          "unroll": S.ForKind.UNROLLED, "vectorized": S.ForKind.SERIAL,
+          "grid": S.ForKind.SERIAL}  # TVMScript's T.grid(a, b, ...): nested serial loops
 _PY_CASTS = {py.int: int32, py.float: float32, py.bool: bool_}  # int(x) etc. on IR values
 
 
@@ -234,6 +235,8 @@ class Translator(ExpressionMixin):
             return self.frame_while(node)
         if names == ["attr"]:
             return simt.attr_frame(self, node)
+        if names == ["iket_range"]:
+            return events.range_frame(self, node)
         raise TileSyntaxError("only `with T.Kernel(...) as ...:`, `with T.If(cond):` and "
                               "`with T.While(cond):` frames are supported", self.loc(node),
                               hint="T.Then() and T.Else() go inside `with T.If(cond):` "
@@ -374,11 +377,11 @@ class Translator(ExpressionMixin):
     def tile_loop(self, node: ast.For, name: str, loc: Loc) -> None:
         kind = _LOOPS[name]
         call = node.iter
-        if kind is S.ForKind.PARALLEL:
+        if kind is S.ForKind.PARALLEL or name == "grid":
             extents = [self.expr(a) for a in call.args]
             names = self.target_names(node.target, len(extents), loc)
             if len(names) != len(extents):
-                raise TileTypeError(f"T.Parallel has {len(extents)} extents but "
+                raise TileTypeError(f"T.{name} has {len(extents)} extents but "
                                     f"{len(names)} loop variables", loc)
             self.nested_loops(list(zip(names, extents)), node.body, kind, loc)
             return
