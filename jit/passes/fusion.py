@@ -599,6 +599,56 @@ def _drop_dead(items: list, rowset: set, live: set) -> bool:
     return dropped
 
 
+def _store_in_dest(items: list, dead: set, r: Var) -> None:
+    """A row tile (dead after the run) written by one element loop and read by one later
+    element-wise loop that stores into a global row (the copy out): the first loop stores
+    into that global row instead and the second reads the row back there (same dtype, so
+    the same values). The global row's cache misses then fall in the first loop, under its
+    arithmetic, not in a loop that only moves data: fast softmax's exponentials go
+    straight into Y, whose row is then scaled in L1 (docs/perf-log.md). The global is
+    read nowhere in the run (_check) and apart from the globals read (Run.apart)."""
+    for x in sorted(dead):
+        ws = [it for it in items if any(b.name == x for st in _item_stmts(it)
+                                        for b, _ in _stmt_stores(st))]
+        rs = [it for it in items if any(ld.buffer.name == x for st in _item_stmts(it)
+                                        for ld in _stmt_loads(st))]
+        if len(ws) != 1 or len(rs) != 1 or not (isinstance(ws[0], Elem)
+                                                and isinstance(rs[0], Elem)):
+            continue
+        a, b = ws[0], rs[0]
+        mine = [s for s in a.body if isinstance(s, Store) and s.buffer.name == x]
+        dest = _dest_row(items, a, b, mine, r)
+        if dest is None:
+            continue
+        g, s0, s1, at = dest
+        put = Store(g, (_index(s0, r), _index(s1, a.j)), mine[0].value, mine[0].loc)
+        a.body = [put if s is mine[0] else s for s in a.body]
+
+        def load(ld: Load, j=b.j, x=x, at=at):
+            return at if ld.buffer.name == x and ld.indices == (r, j) else ld
+
+        b.body = [_subst_stmt(s, {"@load": load}) for s in b.body]
+
+
+def _dest_row(items: list, a: Elem, b: Elem, mine: list, r: Var):
+    """(global, row start, col start, b's load of it) when a's one store `x[r, j]` (the
+    whole row, unconditionally) can go to the global row that b, a later element-wise
+    loop with no ifs, stores into, the run's only store into that global; else None."""
+    if (items.index(a) >= items.index(b) or not b.elementwise or a.cols != b.cols
+            or len(mine) != 1 or mine[0].indices != (r, a.j)
+            or a.cols != _static(mine[0].buffer.shape[1])
+            or any(isinstance(s, If) for s in a.body + b.body)):
+        return None
+    out = [s for s in b.body if isinstance(s, Store) and s.buffer.scope is Scope.GLOBAL]
+    row = _global_row(Load(out[0].buffer, out[0].indices), r, b.j) if len(out) == 1 \
+        else None
+    if row is None or row[0].dtype != mine[0].buffer.dtype or not _plain(row[0]):
+        return None
+    if sum(1 for it in items for st in _item_stmts(it) for t, _ in _stmt_stores(st)
+           if t.name == row[0].name) != 1:
+        return None
+    return (*row, Load(out[0].buffer, out[0].indices))
+
 def _prune(items: list) -> list:
     """Element loops without the lets nothing uses, and without loops left with nothing."""
     out = []
@@ -754,6 +804,7 @@ def _try(body: tuple, start: int, rest_after: tuple, views: set) -> Run | None:
     items = _merge(items)
     _rewrite(items, b.r, rowset)
     dropped = _drop_dead(items, rowset, live)
+    _store_in_dest(items, rowset - live, b.r)
     hoist = [h for h in hoist if not _forward_vector(h, items, rest, b.regions)]
     items = _prune(items)
     if not (dropped or b.regions or _beyond_l1(rowset, bufs)):

@@ -1,6 +1,7 @@
 """Fast mode's row work (issue 18): the one-key row max/min (`_fextreme`, jit/fast.py), row
 fusion of tiles larger than L1 (jit/passes/fusion.py `_beyond_l1`: flash attention's
-scores), and softmax's output allocated without a zero fill (Kernel.empty_outputs)."""
+scores; a one-tile row written straight into its global destination, `_store_in_dest`), and
+softmax's and gemm's outputs allocated without a zero fill (Kernel.empty_outputs)."""
 
 import numpy as np
 import pytest
@@ -9,11 +10,11 @@ import tilepy
 import tilepy.jit as jit
 from tilepy.errors import Loc
 from tilepy.interpreter import run as interp_run
-from tilepy.ir.stmt import For, Launch, walk
-from tilepy.jit import fast
+from tilepy.ir.stmt import For, Launch, Store, Versioned, walk
+from tilepy.jit import fast, passes
 from tilepy.jit.passes import fusion
 from tilepy.kernel import Kernel, bind_arguments
-from tilepy.kernels import checks, softmax
+from tilepy.kernels import checks, gemm, softmax
 from tilepy.kernels.attention import flash_attention
 
 
@@ -91,3 +92,39 @@ def test_empty_outputs_skip_the_zero_fill(monkeypatch):
     with pytest.raises(AssertionError, match="np.zeros called"):
         bind_arguments(func, (x,), Loc())
     assert not Kernel(func, [-1]).empty_outputs
+
+
+def test_softmax_exponentials_go_straight_into_the_output_with_the_same_bits():
+    """The fused one-tile softmax stores its exponentials into Y's row and scales them
+    there (fusion.py `_store_in_dest`), never into the tile x; on the interpreter the
+    fused IR gives the unfused IR's bits (full blocks fused, the ragged one not)."""
+    func = softmax(block_N=64).func
+    fused = passes.run(func, fuse=True, upto="fusion")
+    runs = [v for v in walk(fused.body) if isinstance(v, Versioned) and v.by == "fusion"]
+    one_tile = runs[0].body  # the first fused run: the N <= block_N branch
+    stores = [st.buffer.name for st in walk(one_tile) if isinstance(st, Store)]
+    assert stores.count("Y") == 2 and "x" not in stores, stores
+    x = np.random.default_rng(8).standard_normal((19, 64)).astype(np.float32) * 8
+    x[3] = -np.inf
+    x[3, 7] = 0.0
+    ys = []
+    for f in (func, fused):
+        y = np.full((19, 64), np.nan, np.float32)
+        interp_run(f, {"X": x, "Y": y}, {"M": 19, "N": 64})
+        ys.append(y)
+    assert np.array_equal(ys[0].view(np.uint32), ys[1].view(np.uint32))
+    assert not np.isnan(ys[0]).any()
+
+
+def test_gemm_writes_every_output_element():
+    """The library gemm's C is allocated uninitialised too (its zero fill cost the fp8
+    gemm's fast form 0.1 ms a call): ragged edges in M, N and K, on the interpreter with
+    C filled with NaN first, give numpy's float64 product within float32 rounding."""
+    kern = gemm(64, 64, 32, "float32")
+    assert kern.empty_outputs
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((70, 45)).astype(np.float32)
+    b = rng.standard_normal((45, 33)).astype(np.float32)
+    c = np.full((70, 33), np.nan, np.float32)
+    interp_run(kern.func, {"A": a, "B": b, "C": c}, {"M": 70, "N": 33, "K": 45})
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
