@@ -8,9 +8,11 @@ differs is the data movement, shaped for small channel counts:
 - the gemm runs transposed, Y^T = W (F x C*KH*KW) @ patches (C*KH*KW x output pixels):
   filters are the tile's rows (a few), output pixels its wide columns;
 - the input arrives padded (zeros around it), so a patch element is one load at
-  (row offset + column offset), with no bounds tests: each block splits its pixels'
-  indices once and each k-step its taps' once.
-A tap past C*KH*KW gathers +0 (as conv2d_fwd), so its +0 products leave the sums as they are.
+  (pixel offset + tap offset), with no test of the image's edges: each block splits its
+  pixels' indices once and each k-step its taps' once. The one test left bounds that
+  index by the array (so the JIT's versioning pass runs the loads unchecked and
+  vectorised) and gives a tap past C*KH*KW its +0, as conv2d_fwd: +0 products leave the
+  sums as they are.
 """
 
 import tilepy
