@@ -1,6 +1,72 @@
 """The convolution kernels the models use: the library's NCHW forward, input gradient and
-weight gradient (tilepy/kernels/conv_nchw.py, S = [stride, pad, dilation])."""
+weight gradient (tilepy/kernels/conv_nchw.py, S = [stride, pad, dilation]), and
+`conv2d_padded`, the forward without groups on an input padded beforehand.
 
+`conv2d_padded` computes conv2d_fwd's sums in its order (per output, (c, kh, kw)
+ascending from +0, then the bias), so in exact mode it gives conv2d_fwd's bits; what
+differs is the data movement, shaped for small channel counts:
+- the gemm runs transposed, Y^T = W (F x C*KH*KW) @ patches (C*KH*KW x output pixels):
+  filters are the tile's rows (a few), output pixels its wide columns;
+- the input arrives padded (zeros around it), so a patch element is one load at
+  (pixel offset + tap offset), with no test of the image's edges: each block splits its
+  pixels' indices once and each k-step its taps' once. The one test left bounds that
+  index by the array (so the JIT's versioning pass runs the loads unchecked and
+  vectorised) and gives a tap past C*KH*KW its +0, as conv2d_fwd: +0 products leave the
+  sums as they are.
+"""
+
+import tilepy
+import tilepy.language as T
 from tilepy.kernels.conv_nchw import conv2d_dgrad, conv2d_fwd, conv2d_wgrad
 
-__all__ = ["conv2d_dgrad", "conv2d_fwd", "conv2d_wgrad"]
+
+@tilepy.jit
+def conv2d_padded(block_M=8, block_N=64, block_K=32, dtype="float32"):
+    N, C, Hp, Wp = T.symbolic("N"), T.symbolic("C"), T.symbolic("Hp"), T.symbolic("Wp")
+    F, KH, KW = T.symbolic("F"), T.symbolic("KH"), T.symbolic("KW")
+    OH, OW = T.symbolic("OH"), T.symbolic("OW")
+
+    @T.prim_func
+    def conv2d_padded(Xp: T.Tensor((N, C, Hp, Wp), dtype), Wt: T.Tensor((F, C, KH, KW), dtype),
+                      Bias: T.Tensor((F,), dtype), S: T.Tensor((2,), "int32"),
+                      Y: T.Tensor((N, F, OH, OW), dtype)):
+        rows, depth, plane, size = N * OH * OW, C * KH * KW, OH * OW, N * C * Hp * Wp
+        with T.Kernel(T.ceildiv(rows, block_N), T.ceildiv(F, block_M), threads=128) as (bx, by):
+            stride, dil = S[0], S[1]
+            Xf = T.Tensor((size,), dtype, Xp.data)
+            Wf = T.Tensor((F, depth), dtype, Wt.data)
+            Yf = T.Tensor((N * F * plane,), dtype, Y.data)
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            acc = T.alloc_fragment((block_M, block_N), dtype)
+            r_at = T.alloc_fragment((block_N,), "int32")  # offset of Xp[n, 0, oh*s, ow*s]
+            r_out = T.alloc_fragment((block_N,), "int32")  # offset of Y[n, 0, oh, ow]
+            c_at = T.alloc_fragment((block_K,), "int32")  # offset of tap (c, kh, kw)
+            for j in T.Parallel(block_N):
+                r = T.min(bx * block_N + j, rows - 1)  # (columns past the end: not stored)
+                n, oh, ow = r // plane, r % plane // OW, r % OW
+                r_at[j] = (n * C * Hp + oh * stride) * Wp + ow * stride
+                r_out[j] = n * F * plane + r % plane
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(depth, block_K)):
+                for i in T.Parallel(block_K):
+                    d = k * block_K + i
+                    tap = (d // (KH * KW) * Hp + d % (KH * KW) // KW * dil) * Wp + d % KW * dil
+                    c_at[i] = T.if_then_else(d < depth, tap, -size)
+                T.copy(Wf[by * block_M, k * block_K], A_s)
+                for i, j in T.Parallel(block_K, block_N):
+                    at = c_at[i] + r_at[j]
+                    if at >= 0 and at < size:  # (bounds the gather: unchecked loads)
+                        B_s[i, j] = Xf[at]
+                    else:
+                        B_s[i, j] = 0.0
+                T.gemm(A_s, B_s, acc)
+            for i, j in T.Parallel(block_M, block_N):
+                f = by * block_M + i
+                if f < F and bx * block_N + j < rows:
+                    Yf[r_out[j] + f * plane] = acc[i, j] + Bias[f]
+
+    return conv2d_padded
+
+
+__all__ = ["conv2d_dgrad", "conv2d_fwd", "conv2d_padded", "conv2d_wgrad"]

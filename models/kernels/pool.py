@@ -2,7 +2,8 @@
 Window, stride, padding and count_include_pad are run-time values (S = [kernel, stride,
 pad, include_pad]) and every size is symbolic, so each kernel compiles once per dtype and
 kind. Each block handles `block` consecutive elements of the flattened output (forward)
-or input (backward), splitting their indices once.
+or input (backward), splitting their indices once, without integer divisions (`_div`), and
+reads the input through indices its `if` bounds, so the JIT runs those loads unchecked.
 
 Window (oh, ow) covers rows oh*stride - pad .. + kernel - 1 (columns likewise); padded
 positions never win a max and add nothing to a sum. An average divides by kernel^2 when
@@ -17,6 +18,20 @@ import tilepy
 import tilepy.language as T
 
 
+@T.macro
+def _inverse(d):
+    return 1.0 / T.cast(d, "float64")
+
+
+@T.macro
+def _div(e, d, inv):
+    """e // d for 0 <= e < 2**30 and 1 <= d < 2**30 without an integer division (which does
+    not vectorise): the float64 product with 1/d truncated is e // d or one below it
+    (where 1/d rounded down and d divides e), so one test corrects it."""
+    q = T.cast(T.cast(e, "float64") * inv, "int32")
+    return q + T.if_then_else((q + 1) * d <= e, 1, 0)
+
+
 @tilepy.jit
 def pool2d_fwd(kind="max", block=256, dtype="float32"):
     N, C, H, W = T.symbolic("N"), T.symbolic("C"), T.symbolic("H"), T.symbolic("W")
@@ -27,8 +42,9 @@ def pool2d_fwd(kind="max", block=256, dtype="float32"):
                    Y: T.Tensor((N, C, OH, OW), dtype), Arg: T.Tensor((N, C, OH, OW), "int32")):
         total = N * C * OH * OW
         with T.Kernel(T.ceildiv(total, block), threads=128) as bx:
-            size, stride, pad, include = S[0], S[1], S[2], S[3]
-            Xf = T.Tensor((N * C * H * W,), dtype, X.data)
+            window, stride, pad, include = S[0], S[1], S[2], S[3]
+            size = N * C * H * W
+            Xf = T.Tensor((size,), dtype, X.data)
             Yf = T.Tensor((total,), dtype, Y.data)
             Argf = T.Tensor((total,), "int32", Arg.data)
             best = T.alloc_fragment((block,), dtype)
@@ -37,31 +53,37 @@ def pool2d_fwd(kind="max", block=256, dtype="float32"):
             col = T.alloc_fragment((block,), "int32")
             base = T.alloc_fragment((block,), "int32")  # flat index of the plane
             cnt = T.alloc_fragment((block,), "int32")  # positions inside the input
+            inv_plane, inv_w = _inverse(OH * OW), _inverse(OW)
             for i in T.Parallel(block):
                 e = bx * block + i
-                row[i] = e % (OH * OW) // OW * stride - pad
-                col[i] = e % OW * stride - pad
-                base[i] = e // (OH * OW) * H * W
+                p = _div(e, OH * OW, inv_plane)
+                q = e - p * (OH * OW)
+                oh = _div(q, OW, inv_w)
+                row[i] = oh * stride - pad
+                col[i] = (q - oh * OW) * stride - pad
+                base[i] = p * H * W
                 best[i] = -T.infinity(dtype) if kind == "max" else 0.0
                 arg[i] = 0
                 cnt[i] = 0
-            for a in T.serial(size):
-                for b in T.serial(size):
+            for a in T.serial(window):
+                for b in T.serial(window):
                     for i in T.Parallel(block):
                         r, c = row[i] + a, col[i] + b
+                        at = base[i] + r * W + c
                         inside = (bx * block + i < total and r >= 0 and r < H and c >= 0
                                   and c < W)
-                        v = T.if_then_else(inside, Xf[base[i] + r * W + c], 0.0)
-                        if kind == "max":
-                            take = inside and v > best[i]
-                            arg[i] = T.if_then_else(take, r * W + c, arg[i])
-                            best[i] = T.if_then_else(take, v, best[i])
-                        else:
-                            best[i] = best[i] + v
-                            cnt[i] = cnt[i] + T.if_then_else(inside, 1, 0)
+                        if inside and at >= 0 and at < size:  # (bounds at: unchecked loads)
+                            v = Xf[at]
+                            if kind == "max":
+                                take = v > best[i]
+                                arg[i] = T.if_then_else(take, r * W + c, arg[i])
+                                best[i] = T.if_then_else(take, v, best[i])
+                            else:
+                                best[i] = best[i] + v
+                                cnt[i] = cnt[i] + 1
             if kind == "avg":
                 for i in T.Parallel(block):
-                    n = T.if_then_else(include > 0, size * size, T.max(cnt[i], 1))
+                    n = T.if_then_else(include > 0, window * window, T.max(cnt[i], 1))
                     best[i] = best[i] / T.cast(n, dtype)
             T.copy(best, Yf[bx * block])
             T.copy(arg, Argf[bx * block])
@@ -81,20 +103,27 @@ def pool2d_bwd(kind="max", block=256, dtype="float32"):
         with T.Kernel(T.ceildiv(total, block), threads=128) as bx:
             size, stride, pad, include = S[0], S[1], S[2], S[3]
             span = T.ceildiv(size, stride)  # windows along one axis that can hold a pixel
-            dYf = T.Tensor((N * C * OH * OW,), dtype, dY.data)
-            Argf = T.Tensor((N * C * OH * OW,), "int32", Arg.data)
+            outs = N * C * OH * OW
+            dYf = T.Tensor((outs,), dtype, dY.data)
+            Argf = T.Tensor((outs,), "int32", Arg.data)
             dXf = T.Tensor((total,), dtype, dX.data)
             acc = T.alloc_fragment((block,), dtype)
             oh0 = T.alloc_fragment((block,), "int32")  # the last window row holding the pixel
             ow0 = T.alloc_fragment((block,), "int32")
             pix = T.alloc_fragment((block,), "int32")  # the pixel's offset in its plane
+            prow = T.alloc_fragment((block,), "int32")  # its row and column
+            pcol = T.alloc_fragment((block,), "int32")
             plane = T.alloc_fragment((block,), "int32")  # offset of its plane in dY
+            inv_plane, inv_w, inv_s = _inverse(H * W), _inverse(W), _inverse(stride)
             for i in T.Parallel(block):
                 e = bx * block + i
-                pix[i] = e % (H * W)
-                oh0[i] = T.if_then_else(e < total, (pix[i] // W + pad) // stride, -size - 1)
-                ow0[i] = (pix[i] % W + pad) // stride
-                plane[i] = e // (H * W) * OH * OW
+                p = _div(e, H * W, inv_plane)
+                pix[i] = e - p * (H * W)
+                prow[i] = _div(pix[i], W, inv_w)
+                pcol[i] = pix[i] - prow[i] * W
+                oh0[i] = T.if_then_else(e < total, _div(prow[i] + pad, stride, inv_s), -size - 1)
+                ow0[i] = _div(pcol[i] + pad, stride, inv_s)
+                plane[i] = p * OH * OW
                 acc[i] = 0.0
             for a in T.serial(span):
                 for b in T.serial(span):
@@ -102,17 +131,18 @@ def pool2d_bwd(kind="max", block=256, dtype="float32"):
                         oh, ow = oh0[i] - (span - 1) + a, ow0[i] - (span - 1) + b
                         r0, c0 = oh * stride - pad, ow * stride - pad
                         ok = (oh >= 0 and ow >= 0 and oh < OH and ow < OW
-                              and pix[i] // W - r0 < size and pix[i] % W - c0 < size)
+                              and prow[i] - r0 < size and pcol[i] - c0 < size)
                         o = plane[i] + oh * OW + ow
-                        if kind == "max":
-                            hit = T.if_then_else(ok, Argf[o], -1) == pix[i]
-                            acc[i] = acc[i] + T.if_then_else(hit, dYf[o], 0.0)
-                        else:
-                            inside = ((T.min(r0 + size, H) - T.max(r0, 0))
-                                      * (T.min(c0 + size, W) - T.max(c0, 0)))
-                            n = T.if_then_else(include > 0, size * size, T.max(inside, 1))
-                            g = T.if_then_else(ok, dYf[o], 0.0)
-                            acc[i] = acc[i] + g / T.cast(n, dtype)
+                        # a window not holding the pixel adds nothing (acc + 0.0 is acc:
+                        # acc starts at +0.0, so it is never -0.0)
+                        if ok and o >= 0 and o < outs:  # (bounds o: unchecked loads)
+                            if kind == "max":
+                                acc[i] = acc[i] + T.if_then_else(Argf[o] == pix[i], dYf[o], 0.0)
+                            else:
+                                inside = ((T.min(r0 + size, H) - T.max(r0, 0))
+                                          * (T.min(c0 + size, W) - T.max(c0, 0)))
+                                n = T.if_then_else(include > 0, size * size, T.max(inside, 1))
+                                acc[i] = acc[i] + dYf[o] / T.cast(n, dtype)
             T.copy(acc, dXf[bx * block])
 
     return pool2d_bwd

@@ -12,9 +12,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 # Each kernel the digits models' training step launches (float32), slowest compiles first.
-# (Stride-1 convolutions compute dgrad and wgrad with the forward kernel; ReLU is binary's.)
+# (Convolutions without groups, their stride-1 dgrad and wgrad too, run conv2d_padded;
+# ReLU is binary's.)
 LENET5 = [
-    ("tilepy.models.kernels.conv", "conv2d_fwd", {}),
+    ("tilepy.models.kernels.conv", "conv2d_padded", {}),
     ("tilepy.kernels.gemm", "gemm", dict(in_dtype="float32", out_dtype="float32",
                                          accum_dtype="float32")),
     ("tilepy.models.kernels.xent", "softmax_xent", dict(block_C=16)),

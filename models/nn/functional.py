@@ -11,9 +11,9 @@ from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import conv as C
 from tilepy.models.kernels import pool as P
-from tilepy.models.kernels.launch import fast_mode, launch
+from tilepy.models.kernels.launch import launch
 from tilepy.models.kernels.xent import softmax_xent
-from tilepy.models.nn import im2col
+from tilepy.models.nn import padded
 from tilepy.models.ops import (
     NARROW,
     activation,
@@ -143,8 +143,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     S = np.array([s, p, 1], np.int32)  # stride, padding, dilation
     xd = np.ascontiguousarray(x.data)
     b = bias.data if bias is not None else np.zeros((f,), x.dtype)
-    if s == 1 and groups == 1 and fast_mode():
-        y = im2col.conv(xd, weight.data, p, b)
+    if groups == 1:
+        y = padded.conv(padded.pad(xd, p), weight.data, b, s, (oh, ow))
     else:
         y = np.empty((n, f, oh, ow), x.dtype)
         launch(C.conv2d_fwd(dtype=d), xd, weight.data, b, S, y)
@@ -164,10 +164,10 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
 
 
 def _fwd(x: np.ndarray, w: np.ndarray, pad: int, out_hw: tuple) -> np.ndarray:
-    """A stride-1 forward convolution (no bias) with the forward kernel (fast mode, no
-    groups: im2col and a gemm)."""
-    if fast_mode() and x.shape[1] == w.shape[1]:
-        return im2col.conv(np.ascontiguousarray(x), w, pad)
+    """A stride-1 forward convolution (no bias) with the forward kernel (without groups
+    conv2d_padded, which gives its bits)."""
+    if x.shape[1] == w.shape[1]:
+        return padded.conv(padded.pad(x, pad), w, np.zeros((w.shape[0],), x.dtype), 1, out_hw)
     out = np.empty((x.shape[0], w.shape[0], *out_hw), x.dtype)
     launch(K.kernel(C.conv2d_fwd, dtype=x.dtype), np.ascontiguousarray(x),
            np.ascontiguousarray(w), np.zeros((w.shape[0],), x.dtype),

@@ -73,3 +73,28 @@ def test_padded_pooling_same_bits_on_jit_and_interpreter():
                 runs[backend, kind, include] = (y.data.tobytes(), x.grad.tobytes())
     for (_, kind, include), bits in runs.items():
         assert bits == runs["interp", kind, include]
+
+
+def test_the_pool_kernels_division_is_exact_at_and_next_to_multiples():
+    # _div (models/kernels/pool.py): e // d through a float64 reciprocal and one correction
+    import tilepy.language as T
+    from tilepy.models.kernels.pool import _div, _inverse
+
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def divide(E: T.Tensor((n,), "int32"), D: T.Tensor((n,), "int32"),
+               Q: T.Tensor((n,), "int32")):
+        with T.Kernel(1) as _:
+            for i in T.Parallel(n):
+                Q[i] = _div(E[i], D[i], _inverse(D[i]))
+
+    rng = np.random.default_rng(0)
+    d = np.concatenate([np.arange(1, 200), [3, 7, 49, 1 << 15, 3 ** 18, (1 << 30) - 1],
+                        rng.integers(1, 1 << 15, 300)]).astype(np.int64)
+    k = (((1 << 30) - 1) // d * rng.random(d.size)).astype(np.int64)
+    e = np.concatenate([k * d, np.maximum(k * d - 1, 0), k * d + d - 1, k * d + 1])
+    e, d = np.minimum(e, (1 << 30) - 1).astype(np.int32), np.tile(d, 4).astype(np.int32)
+    q = np.empty_like(e)
+    divide(e, d, q)
+    np.testing.assert_array_equal(q, e // d)

@@ -1,0 +1,38 @@
+"""Convolutions without groups through `conv2d_padded` (models/kernels/conv.py): the input
+padded by numpy (data movement only), then one launch whose sums are conv2d_fwd's in its
+order, so exact mode keeps conv2d_fwd's bits. The input gradient (stride 1) and the weight
+gradient (stride 1) are forward convolutions too (functional._dgrad, _wgrad), so all three
+run here when the layer has no groups.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilepy.models import kops as K
+from tilepy.models.kernels import conv as C
+from tilepy.models.kernels.launch import launch
+
+_S: dict[int, np.ndarray] = {}
+
+
+def pad(x: np.ndarray, p: int) -> np.ndarray:
+    """4-d `x` (any strides) with p zeros around each plane, C-contiguous."""
+    if not p:
+        return np.ascontiguousarray(x)
+    n, c, h, w = x.shape
+    out = np.zeros((n, c, h + 2 * p, w + 2 * p), x.dtype)
+    out[:, :, p:p + h, p:p + w] = x
+    return out
+
+
+def conv(xp: np.ndarray, w: np.ndarray, bias: np.ndarray, stride: int,
+         out_hw: tuple) -> np.ndarray:
+    """conv2d_fwd's result for the padded input `xp`, (F, C, KH, KW) `w` and `bias`."""
+    s = _S.get(stride)
+    if s is None:
+        s = _S[stride] = np.array([stride, 1], np.int32)  # stride, dilation
+        s.flags.writeable = False
+    y = np.empty((xp.shape[0], w.shape[0], *out_hw), xp.dtype)
+    launch(K.kernel(C.conv2d_padded, dtype=xp.dtype), xp, np.ascontiguousarray(w), bias, s, y)
+    return y
