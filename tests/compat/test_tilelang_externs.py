@@ -158,32 +158,38 @@ def test_lop3_int4_decodes_match_the_magic_number_model_on_every_byte(tl):
 
     @T.prim_func
     def decode(B: T.Tensor((256, 4), "int8"), U: T.Tensor((256, 8), "float16"),
-               Sg: T.Tensor((256, 8), "float16")):
+               Sg: T.Tensor((256, 8), "float16"), U2: T.Tensor((256, 8), "float16")):
         with T.Kernel(256) as bx:
             packed = T.alloc_local((4,), "int8")
             u = T.alloc_local((8,), "float16")
             sg = T.alloc_local((8,), "float16")
+            two = T.alloc_local((3, 2), "int8")  # pointers into 2-d buffers walk row-major
+            u2 = T.alloc_local((3, 4), "float16")
             T.import_source(su)
             T.import_source(ss)
             for v in T.serial(4):
                 packed[v] = B[bx, v]
+                two[(v + 2) // 2, (v + 2) % 2] = B[bx, v]
             T.call_extern(fu, T.address_of(packed[0]), T.address_of(u[0]), dtype="float16")
             T.call_extern("handle", fs, T.address_of(packed[0]), T.address_of(sg[0]))
+            T.call_extern(fu, T.address_of(two[1, 0]), T.address_of(u2[0, 2]), 8,
+                          dtype="float16")
             for v in T.serial(8):
                 U[bx, v] = u[v]
                 Sg[bx, v] = sg[v]
+                U2[bx, v] = u2[(v + 2) // 4, (v + 2) % 4]
 
     g = np.arange(256)
     b = np.stack([g, g * 7 + 3, g * 13 + 5, 255 - g], 1).astype(np.uint8).view(np.int8)
-    u, s = np.zeros((256, 8), np.float16), np.zeros((256, 8), np.float16)
+    u, s, u2 = (np.zeros((256, 8), np.float16) for _ in range(3))
     with tilepy.backend("interp"):
-        decode(b, u, s)
-    assert (u == _lop3_model(b.view(np.uint8), False)).all()
+        decode(b, u, s, u2)
+    assert (u == _lop3_model(b.view(np.uint8), False)).all() and (u2 == u).all()
     assert (s == _lop3_model(b.view(np.uint8), True)).all() and s.min() == -8
     # interleave_weight puts the nibbles where the decoder reads them: natural order back
     inter = interleave_weight(torch.from_numpy(b.copy()), 4, "float16").numpy()
     with tilepy.backend("interp"):
-        decode(inter, u, s)
+        decode(inter, u, s, u2)
     byte = b.view(np.uint8).astype(np.int64)
     nib = np.stack([byte & 15, byte >> 4], -1).reshape(256, 8)
     assert (u == nib).all()
