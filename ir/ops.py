@@ -27,6 +27,9 @@ import numpy as np
 from tilepy.ir import scalar
 from tilepy.ir.errors import TileTypeError
 from tilepy.ir.types import DType, bool_, compute_dtype
+from tilepy.ir.types import dtype as _dtype
+
+_BF16 = _dtype("bfloat16")
 
 
 class Op(enum.Enum):
@@ -74,6 +77,7 @@ class Op(enum.Enum):
     CAST = "cast"
     CAST_SAT = "cast_sat"
     REINTERPRET = "reinterpret"
+    FP4_TWIDDLED = "fp4_twiddled"
 
     def __str__(self) -> str:
         return self.value
@@ -178,6 +182,13 @@ def _div_rule(dts: tuple[DType, ...]) -> DType:
     return _same("float", _flt)(dts)
 
 
+def _fp4_twiddled_rule(dts: tuple[DType, ...]) -> DType:
+    if any(d.name != "int32" for d in dts):
+        got = ", ".join(str(d) for d in dts)
+        raise TileTypeError(f"fp4_twiddled takes two int32 operands; got {got}")
+    return _BF16
+
+
 def _cast_rule(dts: tuple[DType, ...]) -> DType:  # the target is given by the Call
     raise AssertionError("casts take their result dtype from the call, not a rule")
 
@@ -239,6 +250,17 @@ def _softplus(x):
     """log(1 + e ** x) as max(x, 0) + log1p(e ** -|x|): no overflow for large x, and the
     tiny e ** x of very negative x kept (log(1 + e ** x) rounds it to 0)."""
     return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def _fp4_twiddled(h, j):
+    """numpy form of scalar._fp4_twiddled: the fp4 (e2m1) value number j % 4 of the 16-bit
+    twiddled half-word h, as float32. Bits (sign, exponent high, low, mantissa) per j:
+    (15, 8, 7, 6), (12, 5, 4, 3), (9, 2, 1, 0), (14, 11, 10, 13)."""
+    h, j = np.broadcast_arrays(np.asarray(h, dtype=np.int64), np.asarray(j, dtype=np.int64))
+    sh = np.array([[15, 7, 6], [12, 4, 3], [9, 1, 0], [14, 10, 13]])[j & 3]
+    s, e, m = ((h >> sh[..., 0]) & 1, (h >> sh[..., 1]) & 3, (h >> sh[..., 2]) & 1)
+    mag = np.where(e == 0, 0.5 * m, (1.0 + 0.5 * m) * np.exp2(np.maximum(e - 1, 0)))
+    return np.where(s == 1, -mag, mag).astype(np.float32)
 
 
 # ---------------------------------------------------------------- the table
@@ -334,6 +356,10 @@ _ROWS = [
           "convert, clamping finite overflow to the largest finite value"),
     OpDef(Op.REINTERPRET, 1, Compute.CONVERT, _cast_rule, np.asarray, "_reinterpret({0})",
           "the same bits read as another dtype of the same width", names=("reinterpret",)),
+    OpDef(Op.FP4_TWIDDLED, 2, _N, _fp4_twiddled_rule, _fp4_twiddled, "_fp4_twiddled({0}, {1})",
+          "fp4 (e2m1) value j % 4 of the twiddled 16-bit half-word h (TileLang's "
+          "decode_fp4_to_bf16_twiddling), exact in bfloat16",
+          helper=scalar._fp4_twiddled, py=scalar._fp4_twiddled),
 ]
 
 OPS: dict[Op, OpDef] = {row.op: row for row in _ROWS}

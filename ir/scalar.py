@@ -97,3 +97,21 @@ def _py_erf(x):
     from scipy.special import erf
 
     return np.float64(erf(np.float64(x)))
+
+
+def _fp4_twiddled(h, j):
+    """The fp4 (e2m1) value number j % 4 of the twiddled 16-bit half-word h, as float32:
+    sign, exponent (2 bits) and mantissa at bits (15; 8, 7; 6), (12; 5, 4; 3), (9; 2, 1; 0),
+    (14; 11, 10; 13) for j % 4 = 0..3. Exponent 0 gives 0.5 * mantissa (signed zero)."""
+    k = j & 3
+    if k == 0:
+        s, e, m = h >> 15, h >> 7, h >> 6
+    elif k == 1:
+        s, e, m = h >> 12, h >> 4, h >> 3
+    elif k == 2:
+        s, e, m = h >> 9, h >> 1, h
+    else:
+        s, e, m = h >> 14, h >> 10, h >> 13
+    e, m = e & 3, m & 1
+    mag = 0.5 * m if e == 0 else (1.0 + 0.5 * m) * (1 << (e - 1))
+    return np.float32(-mag if s & 1 else mag)

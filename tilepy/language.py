@@ -12,6 +12,7 @@ from typing import Any, Callable
 from tilepy.boundary import api_boundary
 from tilepy.frontend.annotations import HINTS as _HINTS
 from tilepy.frontend.dtypes import dtype
+from tilepy.frontend.externs import NAMES as _EXTERNS
 from tilepy.frontend.extras import NOT_PORTABLE as _NOT_PORTABLE
 from tilepy.frontend.simt import NAMES as _SIMT
 from tilepy.frontend.surface import Builtin, SizeExpr, SymbolicSize, TensorSpec  # noqa: F401
@@ -115,6 +116,8 @@ _builtins("clamp alloc_buffer make_tensor sync_grid atomic_addx2 atomic_addx4 re
           + " ".join(_NOT_PORTABLE))
 # thread-level (SIMT) programming: thread indices, barriers, warp shuffles, allreduce
 _builtins(" ".join(_SIMT) + " vectorized")
+# TileLang's inline CUDA helpers: the decode helpers of tilelang.quantize (frontend/externs.py)
+_builtins(_EXTERNS)
 parallel = globals()["Parallel"]
 SharedBuffer = FragmentBuffer = LocalBuffer = Tensor  # annotations of @T.macro parameters
 SharedTensor = FragmentTensor = LocalTensor = Tensor  # TileLang's other spelling of them

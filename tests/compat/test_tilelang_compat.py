@@ -340,3 +340,17 @@ def test_out_idx_counts_scalar_parameters_as_tilelang_does(tl):
             assert y.tolist() == [3.0 * i for i in range(8)]
     with pytest.raises(tilepy.errors.ArgumentError, match="scalar parameter 'n'"):
         tl.compile(scaled, out_idx=[1])
+
+
+def test_the_integer_supply_gives_unsigned_buffers_0_to_2_as_tilelang_does(tl):
+    from tilelang.utils.tensor import TensorSupplyType, make_input
+
+    from tilepy.ir.expr import Buffer, Const
+    from tilepy.ir.types import dtype
+
+    shape = (Const(4096, dtype("int32")),)
+    for supply in (TensorSupplyType.Auto, TensorSupplyType.Integer):
+        u = np.asarray(make_input(Buffer("u", shape, dtype("uint8")), supply))
+        s = np.asarray(make_input(Buffer("s", shape, dtype("int8")), supply))
+        assert sorted(np.unique(u).tolist()) == [0, 1, 2]
+        assert sorted(np.unique(s).tolist()) == [-2, -1, 0, 1, 2]

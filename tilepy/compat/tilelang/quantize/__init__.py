@@ -1,8 +1,9 @@
 """`tilelang.quantize`: the bit-level converters TileLang programs call inside kernels to
 unpack quantized storage (packed int4/int2 fields, fp4, fp8 e4m3), and the host-side weight
 helpers. Each converter computes what TileLang's does on a GPU: the bit work in 32-bit
-integers (C's integer promotion), then one cast to the requested dtype. The LOP3 / MXFP
-intrinsic groups are CUDA/HIP source for `T.call_extern` and are refused as not portable.
+integers (C's integer promotion), then one cast to the requested dtype. Of the LOP3 / MXFP
+intrinsic groups (CUDA source for `T.call_extern`), the helpers tilepy runs are handed out
+by name (tilepy/frontend/externs.py); the others are refused as not portable.
 """
 
 from __future__ import annotations
@@ -103,15 +104,53 @@ def _tir_u8_to_f8_e4m3_to_f16(nbit: int, val, dtype: str):
     return _tir.reinterpret("float16", _as(sign | rest, "uint16"))
 
 
-def _refuse(what: str):
-    def f(*args, **kwargs):
-        raise NotPortableError(
-            f"not portable to the CPU reference: {what} (CUDA/HIP source for T.call_extern)",
-            hint="use the plain converters (_tir_packed_int_to_int_convert and friends), "
-                 "which TileLang also accepts, or the program's non-fast-decoding path")
+def _descriptor(func_name: str) -> dict[str, str]:
+    """What programs pass to T.import_source / T.call_extern: the helper's name and
+    tilepy's stand-in source (tilepy/frontend/externs.py runs the helper by its name)."""
+    from tilepy.frontend.externs import EXTERNS
 
-    return f
+    return {"func_name": func_name, "c_source": EXTERNS[func_name].source}
 
 
-get_lop3_intrin_group = _refuse("LOP3 decode intrinsics (tilelang.quantize.get_lop3_intrin_group)")
-get_mxfp_intrin_group = _refuse("MXFP decode intrinsics (tilelang.quantize.get_mxfp_intrin_group)")
+def _refuse(helper: str, which: str, have: str):
+    raise NotPortableError(
+        f"not portable to the CPU reference: {helper} ({which}), CUDA/HIP source for "
+        f"T.call_extern that tilepy does not run", hint=f"tilepy runs {have}; or use the "
+        "plain converters (_tir_packed_int_to_int_convert and friends) or the program's "
+        "non-fast-decoding path")
+
+
+def get_mxfp_intrin_group(out_dtype="bfloat16", source_format="uint", source_bit=4,
+                          storage_dtype="uint8", use_twiddling=False, target=None):
+    """TileLang's MXFP decode helper for (out_dtype, source_bit, use_twiddling): only
+    decode_fp4_to_bf16_twiddling exists for CUDA; it runs here as the op fp4_twiddled."""
+    out = {"float16": "f16", "bfloat16": "bf16"}.get(str(out_dtype))
+    if out is None or str(source_format) not in ("int", "uint", "int32", "uint32") \
+            or str(storage_dtype) not in ("int32", "int8", "uint8"):
+        raise TileTypeError(f"get_mxfp_intrin_group: expected out_dtype float16/bfloat16, "
+                            f"source_format int/uint, storage int32/int8/uint8; got "
+                            f"{out_dtype}, {source_format}, {storage_dtype}")
+    name = f"decode_fp{source_bit}_to_{out}" + ("_twiddling" if use_twiddling else "")
+    if name != "decode_fp4_to_bf16_twiddling":
+        _refuse(name, "tilelang.quantize.get_mxfp_intrin_group",
+                "decode_fp4_to_bf16_twiddling (fp4, bfloat16, use_twiddling=True)")
+    return _descriptor(name)
+
+
+def get_lop3_intrin_group(out_dtype, source_format="uint", source_bit=4, storage_dtype="int8",
+                          with_scaling=False, with_zeros=False, zeros_mode="original",
+                          storage_scope="local"):
+    """TileLang's LOP3 decode helper: decode_i4u_to_f16 / decode_i4s_to_f16 (4-bit ints to
+    float16, no scaling or zeros) run here; the others are refused."""
+    if str(source_format) not in ("int", "uint", "int32", "uint32"):
+        raise TileTypeError(f"get_lop3_intrin_group: expected source_format 'int' or 'uint'; "
+                            f"got {source_format!r}")
+    sign = "u" if str(source_format) in ("uint", "uint32") else "s"
+    out = {"float16": "f16", "int8": "i8s", "int4": "i4s"}.get(str(out_dtype), str(out_dtype))
+    name = f"decode_i{source_bit}{sign}_to_{out}" + ("_scale" if with_scaling else "") \
+        + (f"_zeros_{zeros_mode}" if with_zeros else "") \
+        + ("_offset" if storage_scope == "warp" and with_scaling else "")
+    if name not in ("decode_i4u_to_f16", "decode_i4s_to_f16"):
+        _refuse(name, "tilelang.quantize.get_lop3_intrin_group",
+                "decode_i4u_to_f16 and decode_i4s_to_f16 (4-bit to float16, no scaling)")
+    return _descriptor(name)

@@ -47,7 +47,8 @@ def make_input(buf, supply=TensorSupplyType.Auto, rng=None):
     elif supply is TensorSupplyType.One:
         vals = np.ones(shape)
     elif supply is TensorSupplyType.Integer:
-        lo, hi = (0, 2) if dt.is_bool else (-2, 3)
+        # TileLang's supply: 0..2 for unsigned integers, -2..2 for the others
+        lo, hi = (0, 2) if dt.is_bool else (0, 3) if dt.kind == "uint" else (-2, 3)
         vals = rng.integers(lo, hi, shape)
     elif supply in (TensorSupplyType.Normal, TensorSupplyType.Randn):
         vals = rng.standard_normal(shape)
