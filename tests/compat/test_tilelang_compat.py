@@ -132,6 +132,13 @@ def test_profiler_autotuner_and_testing_helpers(tl):
         with pytest.raises(AssertionError, match="elements differ"):
             prof.assert_allclose(lambda x: x + 2, atol=0, rtol=0)
         assert prof.do_bench() > 0
+        calls = []  # the interpreter's launches are timed once, however many repeats asked
+        kernel_fn = prof.func
+        assert tl.profiler.do_bench(lambda: calls.append(kernel_fn(np.zeros(24, np.float32))),
+                                    _n_warmup=10, _n_repeat=10) > 0
+        assert len(calls) == 1
+        assert tl.profiler.do_bench(lambda: calls.append(0), _n_warmup=2, _n_repeat=3) >= 0
+        assert len(calls) == 7  # no kernel launched: warm-up and repeats as asked
         x = np.arange(24, dtype=np.float32)  # `profiler.func`: the kernel, as TileLang's adapter
         assert np.array_equal(prof.func(x), x + 1) and np.array_equal(prof(x), x + 1)
         (x,) = prof._get_inputs()  # TileLang's input supply, as programs call it
