@@ -66,3 +66,31 @@ def test_im2col_convolution_matches_the_conv_kernel(pad, bias):
         got = im2col.conv(x, w, pad, b if bias else None)
     assert got.shape == want.shape and got.flags.c_contiguous
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.exhaustive
+def test_fast_gelu_forward_and_backward_stay_within_float32_rounding_of_exact_mode():
+    """Fast mode's GELU (erf within 1 ulp, jit/mathlib.py; exp within 2) against exact
+    mode's, per element. Forward y = 0.5 x (1 + erf(x / sqrt 2)): the two erfs differ by at
+    most 1.5 ulp <= 3 U (U = 2**-24, |erf| <= 1), 1 + erf and the product add 2 roundings
+    each side: |dy| <= U (0.5 |x| (3 + 4 * 2) + 4 |y|). Backward g (cdf + x pdf): cdf as
+    above, pdf's exp 2.5 ulp apart, 3 roundings each side: |dg| <= U |g| (6 + 8 |x| pdf + 6)."""
+    from tilepy.models import kops
+
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.uniform(-6, 6, 20000), rng.standard_normal(20000) * 1e-3,
+                        [0.0, -0.0, 1.0, -1.0, 1.4142135, -1.4142135, 5.7, -5.7, 30.0]])
+    x = x.astype(np.float32)
+    g = rng.standard_normal(x.size).astype(np.float32)
+    out = {}
+    for fast in (False, True):
+        with tilepy.backend("jit", fast=fast):
+            y = kops.unary(x, "gelu")
+            out[fast] = y, kops.unary_bwd(x, y, g, "gelu")
+    u, x64 = 2.0 ** -24, x.astype(np.float64)
+    (y0, d0), (y1, d1) = out[False], out[True]
+    assert np.all(np.abs(y1 - y0.astype(np.float64)) <= u * (5.5 * np.abs(x64) + 4 * np.abs(y0)))
+    pdf = np.exp(-0.5 * x64 * x64) / np.sqrt(2 * np.pi)
+    assert np.all(np.abs(d1 - d0.astype(np.float64))
+                  <= u * np.abs(g) * (12 + 8 * np.abs(x64) * pdf))
+    assert not np.array_equal(y1, y0)  # the fast form ran (not libm's bits)
