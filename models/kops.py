@@ -10,7 +10,7 @@ import numpy as np
 from tilepy.kernels.gemm import gemm
 from tilepy.kernels.reductions import row_reduce
 from tilepy.models.kernels import elementwise as E
-from tilepy.models.kernels.launch import launch
+from tilepy.models.kernels.launch import fast_mode, launch
 
 _CODES: dict[int, np.ndarray] = {}
 
@@ -85,12 +85,25 @@ def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None)
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(M, K) @ (K, N) with the library gemm (fp32 or fp64 accumulation, k ascending)."""
+    """(M, K) @ (K, N) with the library gemm (fp32 or fp64 accumulation, k ascending).
+    In fast mode an operand that is the transpose of a contiguous array (w.T, x.T) goes
+    in as that array with the gemm's transpose flag (one BLAS call reads it in place);
+    exact mode copies it, keeping one gemm kernel."""
     d = a.dtype
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    launch(kernel(gemm, in_dtype=d, out_dtype=d, accum_dtype=d), np.ascontiguousarray(a),
-           np.ascontiguousarray(b), out)
+    build = {"in_dtype": d, "out_dtype": d, "accum_dtype": d}
+    if fast_mode():
+        if _transposed(a):
+            a, build["trans_A"] = a.T, True
+        if _transposed(b):
+            b, build["trans_B"] = b.T, True
+    launch(kernel(gemm, **build), np.ascontiguousarray(a), np.ascontiguousarray(b), out)
     return out
+
+
+def _transposed(a: np.ndarray) -> bool:
+    """Whether `a` (2-d) is the transpose of a C-contiguous array but not itself one."""
+    return not a.flags.c_contiguous and a.T.flags.c_contiguous
 
 
 def row_reduce2d(x: np.ndarray, kind: str) -> np.ndarray:
@@ -109,8 +122,15 @@ def _move_last(x: np.ndarray, axes: tuple) -> np.ndarray:
 
 
 def reduce(x: np.ndarray, axes: tuple, kind: str, keepdims: bool) -> np.ndarray:
-    """sum or max over `axes` (a tuple of non-negative axes), via row reductions."""
-    out = row_reduce2d(_move_last(x, axes), kind)
+    """sum or max over `axes` (a tuple of non-negative axes), via row reductions; in fast
+    mode a sum over leading axes (a bias's gradient) is a row of ones times x as a matrix,
+    one BLAS call instead of a transposed copy and a row reduction."""
+    k = len(axes)
+    if kind == "sum" and 0 < k < x.ndim and axes == tuple(range(k)) and fast_mode():
+        x2 = np.ascontiguousarray(x).reshape(-1, int(np.prod(x.shape[k:], dtype=np.int64)))
+        out = matmul(np.ones((1, x2.shape[0]), x.dtype), x2)
+    else:
+        out = row_reduce2d(_move_last(x, axes), kind)
     shape = [1 if i in axes else n for i, n in enumerate(x.shape)]
     if not keepdims:
         shape = [n for i, n in enumerate(x.shape) if i not in axes]

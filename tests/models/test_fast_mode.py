@@ -94,3 +94,33 @@ def test_fast_gelu_forward_and_backward_stay_within_float32_rounding_of_exact_mo
     assert np.all(np.abs(d1 - d0.astype(np.float64))
                   <= u * np.abs(g) * (12 + 8 * np.abs(x64) * pdf))
     assert not np.array_equal(y1, y0)  # the fast form ran (not libm's bits)
+
+
+@pytest.mark.exhaustive
+def test_fast_matmul_reads_transposes_in_place_and_sums_leading_axes_by_gemm():
+    """Fast mode: x.T and w.T go to the gemm with its transpose flags (no copy), and a sum
+    over leading axes is ones @ x; each within the gemm bound 2 gamma_{K+1} sum |a||b|."""
+    from tilepy.kernels.gemm import gemm
+    from tilepy.models import kops
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((70, 33)).astype(np.float32)
+    w = rng.standard_normal((45, 33)).astype(np.float32)
+    g = rng.standard_normal((70, 45)).astype(np.float32)
+    u = 2.0 ** -24
+
+    def within(got, a, b):
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        k = a.shape[1]
+        bound = 2 * (k + 1) * u / (1 - (k + 1) * u) * (np.abs(a64) @ np.abs(b64))
+        assert got.shape == bound.shape and np.all(np.abs(got - a64 @ b64) <= bound)
+
+    kops._KERNELS.clear()
+    with tilepy.backend("jit", fast=True):
+        within(kops.matmul(x, w.T), x, w.T)  # a linear layer's forward
+        within(kops.matmul(g.T, x), g.T, x)  # its weight gradient
+        s = kops.reduce(g.reshape(7, 10, 45), (0, 1), "sum", False)
+    within(s[None], np.ones((1, 70), np.float32), g)
+    flags = {(dict(key[1:]).get("trans_A"), dict(key[1:]).get("trans_B"))
+             for key in kops._KERNELS if key[0] is gemm}
+    assert flags == {(None, True), (True, None), (None, None)}
