@@ -5,6 +5,8 @@ and materialises broadcasts (data movement, no arithmetic).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tilepy.kernels.gemm import gemm
@@ -76,11 +78,16 @@ def broadcast(a: np.ndarray, shape: tuple) -> np.ndarray:
 
 def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None):
     """x op y with numpy broadcasting; `out` may be x itself (in-place accumulation)."""
-    shape = np.broadcast_shapes(x.shape, y.shape)
+    if x.shape == y.shape:
+        shape = x.shape
+        xs, ys = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    else:
+        shape = np.broadcast_shapes(x.shape, y.shape)
+        xs, ys = broadcast(x, shape), broadcast(y, shape)
     if out is None:
         out = np.empty(shape, x.dtype)
-    launch(kernel(E.binary, dtype=x.dtype), broadcast(x, shape).reshape(-1),
-           broadcast(y, shape).reshape(-1), code(E.BINARY[op]), out.reshape(-1))
+    launch(kernel(E.binary, dtype=x.dtype), xs.reshape(-1), ys.reshape(-1),
+           code(E.BINARY[op]), out.reshape(-1))
     return out
 
 
@@ -117,7 +124,7 @@ def row_reduce2d(x: np.ndarray, kind: str) -> np.ndarray:
 def _move_last(x: np.ndarray, axes: tuple) -> np.ndarray:
     keep = [i for i in range(x.ndim) if i not in axes]
     moved = np.ascontiguousarray(np.transpose(x, keep + list(axes)))
-    rows = int(np.prod([x.shape[i] for i in keep], dtype=np.int64))
+    rows = math.prod([x.shape[i] for i in keep])
     return moved.reshape(rows, -1)
 
 
@@ -127,7 +134,7 @@ def reduce(x: np.ndarray, axes: tuple, kind: str, keepdims: bool) -> np.ndarray:
     one BLAS call instead of a transposed copy and a row reduction."""
     k = len(axes)
     if kind == "sum" and 0 < k < x.ndim and axes == tuple(range(k)) and fast_mode():
-        x2 = np.ascontiguousarray(x).reshape(-1, int(np.prod(x.shape[k:], dtype=np.int64)))
+        x2 = np.ascontiguousarray(x).reshape(-1, math.prod(x.shape[k:]))
         out = matmul(np.ones((1, x2.shape[0]), x.dtype), x2)
     else:
         out = row_reduce2d(_move_last(x, axes), kind)
