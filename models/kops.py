@@ -81,6 +81,8 @@ def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None)
     if x.shape == y.shape:
         shape = x.shape
         xs, ys = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    elif y.ndim == 1 and x.ndim > 1 and y.shape[0] == x.shape[-1] and fast_mode():
+        return _binary_rows(x, y, op, out)
     else:
         shape = np.broadcast_shapes(x.shape, y.shape)
         xs, ys = broadcast(x, shape), broadcast(y, shape)
@@ -88,6 +90,17 @@ def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None)
         out = np.empty(shape, x.dtype)
     launch(kernel(E.binary, dtype=x.dtype), xs.reshape(-1), ys.reshape(-1),
            code(E.BINARY[op]), out.reshape(-1))
+    return out
+
+
+def _binary_rows(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None):
+    """x op y for y of shape (x.shape[-1],) (fast mode): y is not materialised at x's
+    shape; the kernel reads it once per tile."""
+    if out is None:
+        out = np.empty(x.shape, x.dtype)
+    n = x.shape[-1]
+    launch(kernel(E.binary_rows, dtype=x.dtype), np.ascontiguousarray(x).reshape(-1, n),
+           np.ascontiguousarray(y), code(E.BINARY[op]), out.reshape(-1, n))
     return out
 
 

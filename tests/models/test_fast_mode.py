@@ -124,3 +124,30 @@ def test_fast_matmul_reads_transposes_in_place_and_sums_leading_axes_by_gemm():
     flags = {(dict(key[1:]).get("trans_A"), dict(key[1:]).get("trans_B"))
              for key in kops._KERNELS if key[0] is gemm}
     assert flags == {(None, True), (True, None), (None, None)}
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "relu_mask"])
+def test_fast_row_broadcast_binary_matches_the_materialised_broadcast(op):
+    """Fast mode's x op bias ((..., N) with (N,)) reads the bias per tile instead of
+    materialising it: the same formula per element as exact mode's binary on the
+    broadcast copy (one rounding; fast-math's reciprocal may move a quotient by 1 ulp).
+    Shapes cut tiles at both edges; out=x (in-place accumulation) too."""
+    from tilepy.models import kops
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 37, 70)).astype(np.float32)
+    y = rng.standard_normal(70).astype(np.float32)
+    with tilepy.backend("jit"):
+        want = kops.binary(x, y, op)
+    with tilepy.backend("jit", fast=True):
+        got = kops.binary(x, y, op)
+        inplace = x.copy()
+        kops.binary(inplace, y, op, out=inplace)
+    assert ("binary_rows", (("dtype", np.dtype(np.float32)),)) in {
+        (k[0].__name__, k[1:]) for k in kops._KERNELS}
+    for g in (got, inplace):
+        if op == "div":
+            np.testing.assert_allclose(g, want, rtol=2.0 ** -23, atol=0)
+        else:
+            assert np.array_equal(g.view(np.uint32), want.view(np.uint32))
