@@ -317,7 +317,7 @@ _ROWS = [
           "log(1 + e ** a), in float64, rounded once", names=("softplus",),
           helper=scalar._softplus, py=scalar._softplus),
     OpDef(Op.ERF, 1, _F, _FLT, _erf, "math.erf({0})", "error function", names=("erf",),
-          helper=math.erf, py=scalar._py_erf),
+          helper=math.erf, py=scalar._py_erf, fast="_ferf32({0})", fast_ulps=1.0),
     OpDef(Op.SIN, 1, _F, _FLT, np.sin, "math.sin({0})", "sine", names=("sin",),
           helper=math.sin, py=np.sin),
     OpDef(Op.COS, 1, _F, _FLT, np.cos, "math.cos({0})", "cosine", names=("cos",),

@@ -1,5 +1,6 @@
 """Vectorisable exp, exp2 and tanh for the numba tier: float64 ones for float32-or-narrower
-results (every mode), and fast mode's float32 ones (FAST_F32, within 2 ulp).
+results (every mode), and fast mode's float32 ones (FAST_F32: exp and exp2 within 2 ulp,
+erf within 1).
 
 The numerics contract computes transcendentals in float64 and rounds once to the result
 dtype; libm's `exp` is a call per element, which LLVM cannot vectorise. The float64 `exp`
@@ -166,6 +167,24 @@ _CLAMP2_32 = (-151.0, 129.0)
 # The op table's `fast` forms (ir/ops.py) call these for float32 results; their rows'
 # `fast_ulps` are the bounds tests/jit/test_vector_paths.py holds them to.
 
+# Fast mode's erf, computed in float64 and rounded once to float32 (so within 1 ulp: the
+# rounding's half plus an approximation error under 0.02 ulp). |x| <= 1: erf(x) = x P(x**2);
+# 1 < |x| <= 4: erf(x) = 1 - exp(-x**2) Q(|x|), Q approximating erfcx = erfc(x) exp(x**2),
+# smooth there; from 4 on erf(x) rounds to 1 in float32. P and Q are the power-basis
+# forms of the Chebyshev interpolants of erf(a)/a at a = sqrt((u + 1) / 2) (degree 7)
+# and of erfcx at a = 2.5 + 1.5 u (degree 12), u in [-1, 1], at Chebyshev nodes: relative
+# error 3.7e-11 (P) and absolute error 6.5e-10 (1 - exp Q) against scipy's erf. Unlike
+# libm's erf (a call per element) LLVM vectorises it: both branches are computed, one
+# selected.
+_ERF_P = (0.9654687386375693, -0.14053608902112205, 0.019852497722454336,
+          -0.0022854856122056623, 0.0002175119906223119, -1.7536914194322016e-05,
+          1.231639597866145e-06, -7.552377767244672e-08)
+_ERF_Q = (0.21080636406114378, -0.11152100511306068, 0.05611048818983867,
+          -0.027005716870637735, 0.012489520417554882, -0.005567380322574669,
+          0.002402487430649446, -0.0010170089408721998, 0.00041298692292686314,
+          -0.00014405779229644807, 5.6303575779264754e-05, -3.688891093328619e-05,
+          1.3365836121112716e-05)
+
 
 @lru_cache(maxsize=None)
 def fast_numba_math() -> dict:
@@ -224,10 +243,37 @@ def fast_numba_math() -> dict:
                   r, d1)
         return scale(fma32(p, r, one), n)
 
-    return {"_fexp32": fexp32, "_fexp2_32": fexp2_32}
+    return {"_fexp32": fexp32, "_fexp2_32": fexp2_32, "_ferf32": _fast_erf()}
+
+
+def _fast_erf():
+    """Fast mode's erf for float32 x (njit, inlined; the scheme is at _ERF_P above)."""
+    import numba
+
+    fma, _ = _fma_rint(64)
+    exp64 = numba_math()["_exp_to32"]
+    p0, p1, p2, p3, p4, p5, p6, p7 = _ERF_P
+    q0, q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11, q12 = _ERF_Q
+
+    @numba.njit(inline="always")
+    def ferf32(x):
+        a = min(abs(np.float64(x)), 4.0)
+        s = a * a  # exact: a has float32's 24 bits
+        u = 2.0 * s - 1.0
+        p = fma(fma(fma(fma(fma(fma(fma(p7, u, p6), u, p5), u, p4), u, p3), u, p2), u, p1),
+                u, p0)
+        v = (a - 2.5) * (1.0 / 1.5)
+        q = fma(fma(fma(fma(fma(fma(q12, v, q11), v, q10), v, q9), v, q8), v, q7), v, q6)
+        q = fma(fma(fma(fma(fma(fma(q, v, q5), v, q4), v, q3), v, q2), v, q1), v, q0)
+        y = a * p if a <= 1.0 else 1.0 - exp64(-s) * q
+        return np.float32(y if x >= 0 else -y)
+
+    return ferf32
 
 
 def fast_py_math() -> dict:
-    """The same helpers for the py tier: numpy's float32 exp and exp2."""
+    """The same helpers for the py tier: numpy's float32 exp and exp2, libm's erf rounded
+    to float32."""
     return {"_fexp32": lambda x: np.exp(np.float32(x)),
-            "_fexp2_32": lambda x: np.exp2(np.float32(x))}
+            "_fexp2_32": lambda x: np.exp2(np.float32(x)),
+            "_ferf32": lambda x: np.float32(math.erf(np.float64(x)))}

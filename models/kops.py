@@ -5,12 +5,14 @@ and materialises broadcasts (data movement, no arithmetic).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tilepy.kernels.gemm import gemm
 from tilepy.kernels.reductions import row_reduce
 from tilepy.models.kernels import elementwise as E
-from tilepy.models.kernels.launch import launch
+from tilepy.models.kernels.launch import fast_mode, launch
 
 _CODES: dict[int, np.ndarray] = {}
 
@@ -97,23 +99,53 @@ def broadcast(a: np.ndarray, shape: tuple) -> np.ndarray:
 
 def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None):
     """x op y with numpy broadcasting; `out` may be x itself (in-place accumulation)."""
-    shape = np.broadcast_shapes(x.shape, y.shape)
+    if x.shape == y.shape:
+        shape = x.shape
+        xs, ys = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    elif y.ndim == 1 and x.ndim > 1 and y.shape[0] == x.shape[-1] and fast_mode():
+        return _binary_rows(x, y, op, out)
+    else:
+        shape = np.broadcast_shapes(x.shape, y.shape)
+        xs, ys = broadcast(x, shape), broadcast(y, shape)
     if out is None:
         out = np.empty(shape, x.dtype)
-    launch(kernel(E.binary, dtype=x.dtype), broadcast(x, shape).reshape(-1),
-           broadcast(y, shape).reshape(-1), code(E.BINARY[op]), out.reshape(-1))
+    launch(kernel(E.binary, dtype=x.dtype), xs.reshape(-1), ys.reshape(-1),
+           code(E.BINARY[op]), out.reshape(-1))
+    return out
+
+
+def _binary_rows(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None):
+    """x op y for y of shape (x.shape[-1],) (fast mode): y is not materialised at x's
+    shape; the kernel reads it once per tile."""
+    if out is None:
+        out = np.empty(x.shape, x.dtype)
+    n = x.shape[-1]
+    launch(kernel(E.binary_rows, dtype=x.dtype), np.ascontiguousarray(x).reshape(-1, n),
+           np.ascontiguousarray(y), code(E.BINARY[op]), out.reshape(-1, n))
     return out
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(M, K) @ (K, N) with the library gemm (k ascending; accumulation in the compute
-    dtype: float32 for bfloat16/float16 operands, rounded once into their dtype)."""
+    dtype: float32 for bfloat16/float16 operands, rounded once into their dtype).
+    In fast mode an operand that is the transpose of a contiguous array (w.T, x.T) goes
+    in as that array with the gemm's transpose flag (one BLAS call reads it in place);
+    exact mode copies it, keeping one gemm kernel."""
     d = a.dtype
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    launch(kernel(gemm, in_dtype=d, out_dtype=d, accum_dtype=compute(d)),
-           np.ascontiguousarray(a),
-           np.ascontiguousarray(b), out)
+    build = {"in_dtype": d, "out_dtype": d, "accum_dtype": compute(d)}
+    if fast_mode():
+        if _transposed(a):
+            a, build["trans_A"] = a.T, True
+        if _transposed(b):
+            b, build["trans_B"] = b.T, True
+    launch(kernel(gemm, **build), np.ascontiguousarray(a), np.ascontiguousarray(b), out)
     return out
+
+
+def _transposed(a: np.ndarray) -> bool:
+    """Whether `a` (2-d) is the transpose of a C-contiguous array but not itself one."""
+    return not a.flags.c_contiguous and a.T.flags.c_contiguous
 
 
 def row_reduce2d(x: np.ndarray, kind: str) -> np.ndarray:
@@ -129,13 +161,20 @@ def row_reduce2d(x: np.ndarray, kind: str) -> np.ndarray:
 def _move_last(x: np.ndarray, axes: tuple) -> np.ndarray:
     keep = [i for i in range(x.ndim) if i not in axes]
     moved = np.ascontiguousarray(np.transpose(x, keep + list(axes)))
-    rows = int(np.prod([x.shape[i] for i in keep], dtype=np.int64))
+    rows = math.prod([x.shape[i] for i in keep])
     return moved.reshape(rows, -1)
 
 
 def reduce(x: np.ndarray, axes: tuple, kind: str, keepdims: bool) -> np.ndarray:
-    """sum or max over `axes` (a tuple of non-negative axes), via row reductions."""
-    out = row_reduce2d(_move_last(x, axes), kind)
+    """sum or max over `axes` (a tuple of non-negative axes), via row reductions; in fast
+    mode a sum over leading axes (a bias's gradient) is a row of ones times x as a matrix,
+    one BLAS call instead of a transposed copy and a row reduction."""
+    k = len(axes)
+    if kind == "sum" and 0 < k < x.ndim and axes == tuple(range(k)) and fast_mode():
+        x2 = np.ascontiguousarray(x).reshape(-1, math.prod(x.shape[k:]))
+        out = matmul(np.ones((1, x2.shape[0]), x.dtype), x2)
+    else:
+        out = row_reduce2d(_move_last(x, axes), kind)
     shape = [1 if i in axes else n for i, n in enumerate(x.shape)]
     if not keepdims:
         shape = [n for i, n in enumerate(x.shape) if i not in axes]

@@ -181,3 +181,42 @@ def convert(block=1024, src="float32", dst="bfloat16"):
                     Y[e] = T.cast(X[e], dst)
 
     return convert
+
+
+@tilepy.jit
+def binary_rows(block_M=16, block_N=64, dtype="float32"):
+    """Z = X op Y with Y (N,) broadcast over X's M rows (a bias, a norm's weight), without
+    materialising the broadcast; the ops and codes of `binary`, the same formula per
+    element (so the same bits)."""
+    M, N, cd = T.symbolic("M"), T.symbolic("N"), compute_dtype(dtype)
+
+    @T.prim_func
+    def binary_rows(X: T.Tensor((M, N), dtype), Y: T.Tensor((N,), dtype),
+                    Op: T.Tensor((1,), "int32"), Z: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            x = T.alloc_fragment((block_M, block_N), cd)
+            y = T.alloc_fragment((block_N,), cd)
+            T.copy(X[by * block_M, bx * block_N], x)
+            T.copy(Y[bx * block_N], y)
+            op = Op[0]
+            if op == ADD:
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = x[i, j] + y[j]
+            elif op == SUB:
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = x[i, j] - y[j]
+            elif op == MUL:
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = x[i, j] * y[j]
+            elif op == DIV:
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = x[i, j] / y[j]
+            elif op == MAXIMUM:
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = T.max(x[i, j], y[j])
+            else:
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = T.if_then_else(y[j] > 0.0, x[i, j], 0.0)
+            T.copy(x, Z[by * block_M, bx * block_N])
+
+    return binary_rows

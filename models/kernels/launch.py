@@ -28,7 +28,8 @@ from tilepy.ir.expr import Var
 
 _PLANS: dict[int, tuple] = {}  # id(kernel) -> (kernel, [(param, dim) per size], compiled)
 GRAIN = 1 << 17
-_THREADS = [0, 0]  # [threads Numba had at our first launch, threads set now]
+# [threads Numba had at our first launch, threads set now, whether the last launch was big]
+_THREADS = [0, 0, None]
 _PROFILE: list = []  # the innermost profile() record, when one is active
 _FAST = {"fast": True}
 
@@ -106,15 +107,18 @@ def _launch(kernel, arrays) -> None:
         fast = bool(options)
         if compiled[fast] is None:
             compiled[fast] = _compile(kernel, fast)
-        fn, views = compiled[fast]
+        fn, views, blas = compiled[fast]
         if views is not None:
             arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
-        big = max(a.size for a in arrays) >= GRAIN
-        _threads(big)
-        if fast:  # BLAS on one thread: big launches have Numba's pool (docs/models.md)
-            from tilepy.jit.blas import one_thread
-
-            with one_thread():
+        big = False
+        for a in arrays:
+            if a.size >= GRAIN:
+                big = True
+                break
+        if big != _THREADS[2]:
+            _threads(big)
+        if blas:  # BLAS on one thread: big launches have Numba's pool (docs/models.md)
+            with blas():
                 fn(*arrays, *sizes)
         else:
             fn(*arrays, *sizes)
@@ -125,13 +129,15 @@ def _launch(kernel, arrays) -> None:
 
 
 def _compile(kernel, fast: bool) -> tuple:
-    """(compiled function, storage views or None)."""
+    """(compiled function, storage views or None, blas.one_thread for a fast kernel
+    that calls BLAS, else None)."""
     from tilepy.jit import compile as jit_compile  # loads lazily (DESIGN.md)
+    from tilepy.jit.blas import one_thread
 
     ck = jit_compile(kernel.func, fast=fast)
     # narrow floats (bf16, fp8) enter Numba as views of their storage integers
     views = ck.views if any(v is not None for v in ck.views) else None
-    return ck.fn, views
+    return ck.fn, views, one_thread if fast and "_gemm_acc" in ck.source else None
 
 
 def _threads(big: bool) -> None:
@@ -140,6 +146,7 @@ def _threads(big: bool) -> None:
 
     if not _THREADS[0]:
         _THREADS[0] = _THREADS[1] = numba.get_num_threads()
+    _THREADS[2] = big
     want = _THREADS[0] if big else 1
     if want != _THREADS[1]:
         numba.set_num_threads(want)

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from tilepy.models.kernels.launch import launch
+from tilepy.models.kops import kernel as cached
 from tilepy.models.optim.kernels import ADAM_COLS, SGD_COLS, adam_kernel, sgd_kernel
 from tilepy.models.optim.optimizer import Optimizer
 from tilepy.models.training.errors import OptimizerError, user_loc
@@ -53,10 +55,10 @@ class SGD(Optimizer):
 
     def _launch(self, bucket, blocks: np.ndarray, hp: np.ndarray) -> None:
         has_momentum = "momentum_buffer" in bucket.state
-        kernel = sgd_kernel(block=bucket.block, dtype=str(bucket.dtype),
-                            momentum=has_momentum)
+        kernel = cached(sgd_kernel, block=bucket.block, dtype=str(bucket.dtype),
+                        momentum=has_momentum)
         buf = bucket.state["momentum_buffer"] if has_momentum else bucket.grad
-        kernel(bucket.data, bucket.grad, buf, blocks, hp)
+        launch(kernel, bucket.data, bucket.grad, buf, blocks, hp)  # arrays built here
 
 
 class Adam(Optimizer):
@@ -92,9 +94,9 @@ class Adam(Optimizer):
                     maximize=float(g["maximize"]))
 
     def _launch(self, bucket, blocks: np.ndarray, hp: np.ndarray) -> None:
-        kernel = adam_kernel(block=bucket.block, dtype=str(bucket.dtype))
-        kernel(bucket.data, bucket.grad, bucket.state["exp_avg"], bucket.state["exp_avg_sq"],
-               blocks, hp)
+        kernel = cached(adam_kernel, block=bucket.block, dtype=str(bucket.dtype))
+        launch(kernel, bucket.data, bucket.grad, bucket.state["exp_avg"],
+               bucket.state["exp_avg_sq"], blocks, hp)
 
 
 class AdamW(Adam):
