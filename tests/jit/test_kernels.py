@@ -14,9 +14,11 @@ from tilepy.kernels.checks import demo_cases
 
 THOROUGH = os.environ.get("TILEPY_HYPOTHESIS_PROFILE") == "thorough"
 CASES = demo_cases(0)
-# gemm fp32 (edge tiles), gemm fp8, dequant fp4, conv (re-viewed weights), softmax,
-# layernorm, causal flash attention
-CI = [0, 3, 4, 5, 6, 7, 14]
+# gemm fp32 (edge tiles), gemm fp8, dequant fp4, softmax. The conv, layernorm and causal
+# flash attention cases compile on the JIT in tests of their own (the conv kernel's channel
+# tiles and direct form, layernorm's two paths, the attention forward and backward), so
+# only `thorough` runs them here too.
+CI = [0, 3, 4, 6]
 PICK = range(len(CASES)) if THOROUGH else CI
 
 

@@ -306,8 +306,10 @@ def _rows(rng, n: int, dtype) -> list[np.ndarray]:
     return [r, nan, zeros, neg, -neg, same, inf]
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("kind,dtype", [
+    ("max", "float32"), ("min", "float64"),
+    pytest.param("min", "float32", marks=pytest.mark.exhaustive),
+    pytest.param("max", "float64", marks=pytest.mark.exhaustive)])
 def test_max_min_reductions_over_chains_keep_the_serial_fold(kind, dtype):
     rng = np.random.default_rng(11)
     npdt = np.dtype(dtype)
@@ -454,7 +456,7 @@ def _summer(kind: str, rows: int, n: int, dim: int, clear: bool):
     return sum_rows
 
 
-@pytest.mark.parametrize("kind", ["sum", "abssum"])
+@pytest.mark.parametrize("kind", ["sum", pytest.param("abssum", marks=pytest.mark.exhaustive)])
 def test_sums_into_a_few_outputs_run_as_independent_folds_in_order(kind):
     rng = np.random.default_rng(21)
     for rows, n, dim, clear in ((2, 33, 1, True), (5, 40, 0, False), (16, 9, 1, False),
