@@ -42,24 +42,27 @@ class Node:
 def _topological(root) -> list:
     """Tensors reachable from `root` through nodes, each after every tensor it feeds.
     A depth-first post-order, a tensor expanded when first popped (not when first pushed:
-    in x + f(x), x must finish after f's subtree, which also reaches it)."""
+    in x + f(x), x must finish after f's subtree, which also reaches it). Tensors hash by
+    identity (they define no __eq__), so they key the sets and dicts here themselves."""
     order, expanded, stack = [], set(), [(root, False)]
+    push, pop = stack.append, stack.pop
     while stack:
-        t, done = stack.pop()
+        t, done = pop()
         if done:
             order.append(t)
             continue
-        if id(t) in expanded:
+        if t in expanded:
             continue
-        expanded.add(id(t))
-        stack.append((t, True))
+        expanded.add(t)
+        push((t, True))
         node = t._node
         if node is None:
             continue
         for p in node.parents:
-            if p.requires_grad and id(p) not in expanded:
-                stack.append((p, False))
-    return order[::-1]
+            if p.requires_grad and p not in expanded:
+                push((p, False))
+    order.reverse()
+    return order
 
 
 def _add(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -70,9 +73,9 @@ def _add(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndar
 
 def backward(root, grad: np.ndarray) -> None:
     """Accumulate d(root)/d(leaf) * grad into `.grad` of every leaf that requires it."""
-    grads = {id(root): grad}
+    grads = {root: grad}
     for t in _topological(root):
-        g = grads.pop(id(t), None)
+        g = grads.pop(t, None)
         if g is None:
             continue
         node = t._node
@@ -85,5 +88,5 @@ def backward(root, grad: np.ndarray) -> None:
         for p, pg in zip(node.parents, node.backward(g)):
             if pg is None or not p.requires_grad:
                 continue
-            prev = grads.get(id(p))
-            grads[id(p)] = pg if prev is None else _add(prev, pg)
+            prev = grads.get(p)
+            grads[p] = pg if prev is None else _add(prev, pg)

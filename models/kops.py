@@ -55,6 +55,17 @@ def flat(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(-1)
 
 
+_NAMES: dict = {}
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """dtype.name, cached per dtype (numpy computes the name in Python, a few us a call)."""
+    n = _NAMES.get(dtype)
+    if n is None:
+        n = _NAMES[dtype] = dtype.name
+    return n
+
+
 _COMPUTE: dict = {}
 
 
@@ -97,6 +108,19 @@ def broadcast(a: np.ndarray, shape: tuple) -> np.ndarray:
     return np.ascontiguousarray(np.broadcast_to(a, shape))
 
 
+_SHAPES: dict = {}  # (shape, shape) -> their broadcast shape
+
+
+def broadcast_shapes(a: tuple, b: tuple) -> tuple:
+    """np.broadcast_shapes(a, b), cached per pair (it costs a few us a call)."""
+    s = _SHAPES.get((a, b))
+    if s is None:
+        if len(_SHAPES) > 4096:
+            _SHAPES.clear()
+        s = _SHAPES[(a, b)] = np.broadcast_shapes(a, b)
+    return s
+
+
 def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None):
     """x op y with numpy broadcasting; `out` may be x itself (in-place accumulation)."""
     if x.shape == y.shape:
@@ -105,7 +129,7 @@ def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None)
     elif y.ndim == 1 and x.ndim > 1 and y.shape[0] == x.shape[-1] and fast_mode():
         return _binary_rows(x, y, op, out)
     else:
-        shape = np.broadcast_shapes(x.shape, y.shape)
+        shape = broadcast_shapes(x.shape, y.shape)
         xs, ys = broadcast(x, shape), broadcast(y, shape)
     if out is None:
         out = np.empty(shape, x.dtype)

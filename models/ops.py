@@ -36,7 +36,7 @@ def _same_dtype(op: str, a: Tensor, b: Tensor) -> None:
     if a.dtype != b.dtype:
         raise model_error(f"{op}: operands have dtypes {a.dtype} and {b.dtype}",
                           hint="convert one: x.to(y.dtype)")
-    if a.dtype.name not in FLOATS:
+    if K.dtype_name(a.dtype) not in FLOATS:
         raise model_error(f"{op}: expected float32, float64, bfloat16 or float16 tensors; "
                           f"got {a.dtype}")
 
@@ -52,7 +52,7 @@ def cast_hint(dtype) -> str:
 
 
 def is_narrow(x) -> bool:
-    return isinstance(x, Tensor) and x.dtype.name in NARROW
+    return isinstance(x, Tensor) and K.dtype_name(x.dtype) in NARROW
 
 
 def cast(x: Tensor, dtype) -> Tensor:
@@ -93,10 +93,11 @@ def affine(x: Tensor, a: float, b: float) -> Tensor:
 def _binary(op: str, x, y) -> Tensor:
     x, y = as_tensor(x), as_tensor(y)
     _same_dtype(op, x, y)
-    try:
-        np.broadcast_shapes(x.shape, y.shape)
-    except ValueError:
-        raise model_error(f"{op}: shapes {x.shape} and {y.shape} do not broadcast") from None
+    if x.shape != y.shape:
+        try:
+            K.broadcast_shapes(x.shape, y.shape)
+        except ValueError:
+            raise model_error(f"{op}: shapes {x.shape} and {y.shape} do not broadcast") from None
     out = K.binary(x.data, y.data, op)
     return record(out, (x, y), _BACKWARD[op](x, y, out), op)
 
@@ -149,7 +150,7 @@ def div(x, y) -> Tensor:
 
 def activation(x: Tensor, op: str) -> Tensor:
     """relu, gelu, silu, tanh, sigmoid, exp, log: one kernel forward, one backward."""
-    if x.dtype.name not in FLOATS:
+    if K.dtype_name(x.dtype) not in FLOATS:
         raise model_error(f"{op}: expected a float32, float64, bfloat16 or float16 tensor; "
                           f"got {x.dtype}")
     if op == "relu":  # relu is the binary kernel's mask both ways: one compile fewer

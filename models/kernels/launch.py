@@ -118,8 +118,7 @@ def _launch(kernel, arrays) -> None:
         if big != _THREADS[2]:
             _threads(big)
         if blas:  # BLAS on one thread: big launches have Numba's pool (docs/models.md)
-            with blas():
-                fn(*arrays, *sizes)
+            blas(fn, *arrays, *sizes)
         else:
             fn(*arrays, *sizes)
         return
@@ -129,15 +128,15 @@ def _launch(kernel, arrays) -> None:
 
 
 def _compile(kernel, fast: bool) -> tuple:
-    """(compiled function, storage views or None, blas.one_thread for a fast kernel
+    """(compiled function, storage views or None, blas.call_one_thread for a fast kernel
     that calls BLAS, else None)."""
     from tilepy.jit import compile as jit_compile  # loads lazily (DESIGN.md)
-    from tilepy.jit.blas import one_thread
+    from tilepy.jit.blas import call_one_thread
 
     ck = jit_compile(kernel.func, fast=fast)
     # narrow floats (bf16, fp8) enter Numba as views of their storage integers
     views = ck.views if any(v is not None for v in ck.views) else None
-    return ck.fn, views, one_thread if fast and "_gemm_acc" in ck.source else None
+    return ck.fn, views, call_one_thread if fast and "_gemm_acc" in ck.source else None
 
 
 def _threads(big: bool) -> None:

@@ -80,7 +80,7 @@ def scaled_dot_product_attention(q, k, v, is_causal: bool = False) -> Tensor:
             or q.shape[-1] != k.shape[-1]:
         raise model_error(f"scaled_dot_product_attention: expected q (..., L, d), k and v "
                           f"(..., S, d); got {q.shape}, {k.shape}, {v.shape}")
-    if q.dtype == k.dtype == v.dtype and q.dtype.name in FLASH_DTYPES:
+    if q.dtype == k.dtype == v.dtype and K.dtype_name(q.dtype) in FLASH_DTYPES:
         return _flash(q, k, v, is_causal)
     return _composed(q, k, v, is_causal)
 

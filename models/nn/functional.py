@@ -1,6 +1,7 @@
 """nn.functional: the layer ops as functions of Tensors (PyTorch's names and layouts).
 Each validates its inputs (a ModelError naming the op and both shapes) and records one
 graph node whose forward and backward are tile kernels (models/kernels, tilepy/kernels).
+`who` (the calling layer, or a name) is formatted into a message only when one is raised.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def _float(op: str, x: Tensor, like: Tensor) -> Tensor:
     return x
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: str = "linear"):
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: object = "linear"):
     """x @ weight.T + bias; weight is (out_features, in_features)."""
     x = as_tensor(x)
     out_f, in_f = weight.shape
@@ -104,7 +105,7 @@ def cross_entropy(logits: Tensor, target) -> Tensor:
     block_c = max(16, 1 << (c - 1).bit_length())
     loss = np.empty((1,), logits.dtype)
     dx = np.empty(logits.shape, logits.dtype)
-    launch(softmax_xent(block_C=block_c, dtype=logits.dtype.name),
+    launch(softmax_xent(block_C=block_c, dtype=K.dtype_name(logits.dtype)),
            np.ascontiguousarray(logits.data), labels.astype(np.int32), loss, dx)
 
     def bwd(g):
@@ -122,7 +123,7 @@ def _pair(v, name: str) -> int:
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
-           groups: int = 1, who: str = "conv2d") -> Tensor:
+           groups: int = 1, who: object = "conv2d") -> Tensor:
     """NCHW input, (F, C/groups, KH, KW) weight (bfloat16/float16: computed in float32)."""
     x = as_tensor(x)
     if is_narrow(weight):
@@ -139,7 +140,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     if oh < 1 or ow < 1:
         raise model_error(f"{who}: input {x.shape} is smaller than the {kh}x{kw} kernel "
                           f"(padding {p})")
-    d = x.dtype.name
+    d = K.dtype_name(x.dtype)
     S = np.array([s, p, 1], np.int32)  # stride, padding, dilation
     xd = np.ascontiguousarray(x.data)
     b = bias.data if bias is not None else np.zeros((f,), x.dtype)
@@ -201,7 +202,7 @@ def _wgrad(g, x, w_shape, stride: int, pad: int, groups: int) -> np.ndarray:
     return gw
 
 
-def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: str,
+def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: object,
           count_include_pad: bool = True) -> Tensor:
     k = _pair(kernel_size, "kernel_size")
     s = k if stride is None else _pair(stride, "stride")
@@ -220,7 +221,7 @@ def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: str,
     if oh < 1 or ow < 1:
         raise model_error(f"{who}: input {x.shape} is smaller than the {k}x{k} window "
                           f"(padding {p})")
-    d = x.dtype.name
+    d = K.dtype_name(x.dtype)
     S = np.array([k, s, p, int(bool(count_include_pad))], np.int32)
     y = np.empty((n, c, oh, ow), x.dtype)
     arg = np.empty((n, c, oh, ow), np.int32)

@@ -31,7 +31,7 @@ class Linear(Module):
 
     def forward(self, x):
         x = as_input(self, x, self.weight.dtype)
-        return F.linear(x, self.weight, self.bias, who=repr(self))
+        return F.linear(x, self.weight, self.bias, who=self)
 
 
 class Conv2d(Module):
@@ -58,7 +58,7 @@ class Conv2d(Module):
     def forward(self, x):
         x = as_input(self, x, self.weight.dtype)
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.groups,
-                        who=repr(self))
+                        who=self)
 
 
 class _Pool(Module):
@@ -73,7 +73,7 @@ class _Pool(Module):
 
 class MaxPool2d(_Pool):
     def forward(self, x):
-        return F._pool("max", x, self.kernel_size, self.stride, self.padding, repr(self))
+        return F._pool("max", x, self.kernel_size, self.stride, self.padding, self)
 
 
 class AvgPool2d(_Pool):
@@ -82,7 +82,7 @@ class AvgPool2d(_Pool):
         self.count_include_pad = count_include_pad
 
     def forward(self, x):
-        return F._pool("avg", x, self.kernel_size, self.stride, self.padding, repr(self),
+        return F._pool("avg", x, self.kernel_size, self.stride, self.padding, self,
                        self.count_include_pad)
 
 
@@ -130,7 +130,7 @@ class LayerNorm(Module):
     def forward(self, x):
         x = as_input(self, x, self.dtype)
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps,
-                            who=repr(self))
+                            who=self)
 
 
 class RMSNorm(Module):
@@ -149,7 +149,7 @@ class RMSNorm(Module):
 
     def forward(self, x):
         x = as_input(self, x, self.dtype)
-        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps, who=repr(self))
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps, who=self)
 
 
 class BatchNorm2d(Module):
@@ -175,7 +175,7 @@ class BatchNorm2d(Module):
             raise model_error(f"{self!r}: expected input of shape (N, {self.num_features}, "
                               f"H, W); got {x.shape}")
         return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                            self.training, self.momentum, self.eps, who=repr(self))
+                            self.training, self.momentum, self.eps, who=self)
 
 
 class Embedding(Module):
@@ -190,7 +190,7 @@ class Embedding(Module):
         return f"{self.num_embeddings}, {self.embedding_dim}"
 
     def forward(self, idx):
-        return F.embedding(idx, self.weight, who=repr(self))
+        return F.embedding(idx, self.weight, who=self)
 
 
 class EmbeddingBag(Module):
@@ -209,7 +209,7 @@ class EmbeddingBag(Module):
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return F.embedding_bag(input, self.weight, offsets, self.mode, per_sample_weights,
-                               self.include_last_offset, who=repr(self))
+                               self.include_last_offset, who=self)
 
 
 class Dropout(Module):

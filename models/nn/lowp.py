@@ -147,7 +147,7 @@ class PrecisionLinear(Module):
         if fmt == "float32":
             if dynamic:
                 self.precision.observe(self.name, 0.0, 0.0)
-            return F.linear(x, self.weight, self.bias, who=repr(self))
+            return F.linear(x, self.weight, self.bias, who=self)
         return lowp_linear(x, self.weight, self.bias, fmt, self.scales, self.training,
                            self._report if dynamic else None)
 

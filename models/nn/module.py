@@ -14,6 +14,8 @@ from tilepy.models.errors import model_error
 from tilepy.models.ops import NARROW, cast, cast_hint
 from tilepy.models.tensor import Parameter, Tensor, floating
 
+_MISSING = object()
+
 
 class Module:
     """Base class of layers and models: subclass it and define forward()."""
@@ -40,10 +42,13 @@ class Module:
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
+        own = self.__dict__
         for key in ("_parameters", "_modules", "_buffers"):
-            d = self.__dict__.get(key)
-            if d is not None and name in d:
-                return d[name]
+            d = own.get(key)
+            if d is not None:
+                value = d.get(name, _MISSING)
+                if value is not _MISSING:
+                    return value
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     def register_buffer(self, name: str, value: np.ndarray) -> None:
@@ -63,7 +68,13 @@ class Module:
             yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
 
     def modules(self):
-        return (m for _, m in self.named_modules())
+        return self._walk()
+
+    def _walk(self):
+        """named_modules() without the names (pre-order; no path strings built)."""
+        yield self
+        for m in self._modules.values():
+            yield from m._walk()
 
     def children(self):
         return iter(self._modules.values())
@@ -74,7 +85,7 @@ class Module:
                 yield (f"{path}.{name}" if path else name), p
 
     def parameters(self):
-        return (p for _, p in self.named_parameters())
+        return (p for m in self._walk() for p in m._parameters.values())
 
     def named_buffers(self):
         for path, m in self.named_modules():

@@ -58,7 +58,7 @@ def _check_last(who: str, x: Tensor, shape: tuple) -> int:
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5,
-               who: str = "layer_norm") -> Tensor:
+               who: object = "layer_norm") -> Tensor:
     x, shape = as_tensor(x), tuple(normalized_shape)
     y = _normalize_last(x, _check_last(who, x, shape), eps, 1.0)
     y = y * weight if weight is not None else y
@@ -66,7 +66,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5,
 
 
 def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6,
-             who: str = "rms_norm") -> Tensor:
+             who: object = "rms_norm") -> Tensor:
     x, shape = as_tensor(x), tuple(normalized_shape)
     y = _normalize_last(x, _check_last(who, x, shape), eps, 0.0)
     return y * weight if weight is not None else y
@@ -77,7 +77,7 @@ def _channels_to_rows(a: np.ndarray) -> np.ndarray:
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training: bool = True,
-               momentum: float = 0.1, eps: float = 1e-5, who: str = "batch_norm") -> Tensor:
+               momentum: float = 0.1, eps: float = 1e-5, who: object = "batch_norm") -> Tensor:
     """Per-channel normalisation of (N, C, ...) input: batch statistics while training
     (updating the running ones in place), the running statistics in evaluation."""
     x = as_tensor(x)
@@ -114,7 +114,7 @@ def _running(stat: np.ndarray, batch: np.ndarray, momentum: float, unbias: float
              K.unary(batch, "affine", momentum * unbias, 0.0), "add", out=stat)
 
 
-def embedding(idx, weight: Tensor, who: str = "embedding") -> Tensor:
+def embedding(idx, weight: Tensor, who: object = "embedding") -> Tensor:
     """weight[idx] for an integer array idx of any shape; the gradient touches only the
     rows that occur (summed per row in position order by one kernel)."""
     if is_narrow(weight):  # the gradient's sums in float32

@@ -210,7 +210,7 @@ class _Recurrent(Module):
         if b_hh is None:
             b_hh = Tensor(np.zeros((GATES[self.kind] * self.hidden_size,), self.dtype))
         gi = F.linear(x, getattr(self, f"weight_ih{sfx}"), getattr(self, f"bias_ih{sfx}", None),
-                      who=repr(self))
+                      who=self)
         return in_float32(recurrence, self.kind, gi, h0, c0, getattr(self, f"weight_hh{sfx}"),
                           b_hh, sizes, reverse, getattr(self, f"weight_hr{sfx}", None))
 

@@ -67,7 +67,7 @@ def _check(idx, weight, mode, psw, who):
 
 def embedding_bag(input, weight: Tensor, offsets=None, mode: str = "mean",
                   per_sample_weights=None, include_last_offset: bool = False,
-                  who: str = "embedding_bag") -> Tensor:
+                  who: object = "embedding_bag") -> Tensor:
     """(bags, dim): each bag's rows of weight reduced by `mode` (torch's arguments)."""
     if is_narrow(weight):  # the reductions in float32
         return in_float32(embedding_bag, input, weight, offsets, mode, per_sample_weights,

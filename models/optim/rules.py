@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from tilepy.models.kernels.launch import launch
+from tilepy.models.kops import dtype_name
 from tilepy.models.kops import kernel as cached
 from tilepy.models.optim.kernels import ADAM_COLS, SGD_COLS, adam_kernel, sgd_kernel
 from tilepy.models.optim.optimizer import Optimizer
@@ -55,7 +56,7 @@ class SGD(Optimizer):
 
     def _launch(self, bucket, blocks: np.ndarray, hp: np.ndarray) -> None:
         has_momentum = "momentum_buffer" in bucket.state
-        kernel = cached(sgd_kernel, block=bucket.block, dtype=str(bucket.dtype),
+        kernel = cached(sgd_kernel, block=bucket.block, dtype=dtype_name(bucket.dtype),
                         momentum=has_momentum)
         buf = bucket.state["momentum_buffer"] if has_momentum else bucket.grad
         launch(kernel, bucket.data, bucket.grad, buf, blocks, hp)  # arrays built here
@@ -94,7 +95,7 @@ class Adam(Optimizer):
                     maximize=float(g["maximize"]))
 
     def _launch(self, bucket, blocks: np.ndarray, hp: np.ndarray) -> None:
-        kernel = cached(adam_kernel, block=bucket.block, dtype=str(bucket.dtype))
+        kernel = cached(adam_kernel, block=bucket.block, dtype=dtype_name(bucket.dtype))
         launch(kernel, bucket.data, bucket.grad, bucket.state["exp_avg"],
                bucket.state["exp_avg_sq"], blocks, hp)
 
