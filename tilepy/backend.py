@@ -22,11 +22,6 @@ OPTIONS = {  # the options each backend takes
 BACKENDS = tuple(OPTIONS)
 
 _current: contextvars.ContextVar = contextvars.ContextVar("tilepy_backend", default=None)
-# os.environ's own dict and TILEPY_BACKEND's key in it: current() runs on every kernel
-# launch, and os.environ.get costs about 1 us a call (a key encoding, a KeyError when unset)
-_ENVIRON = os.environ
-_ENV_DATA = getattr(os.environ, "_data", None)
-_ENV_KEY = os.environ.encodekey("TILEPY_BACKEND") if _ENV_DATA is not None else None
 
 
 def _check(name: str, where: str = "") -> str:
@@ -52,15 +47,8 @@ def current() -> tuple[str, dict]:
     chosen = _current.get()
     if chosen is not None:
         return chosen
-    return _check(_env_backend() or DEFAULT, " in TILEPY_BACKEND"), {}
-
-
-def _env_backend() -> str:
-    """os.environ.get("TILEPY_BACKEND", ""), read straight from os.environ's dict."""
-    if _ENV_DATA is None or os.environ is not _ENVIRON:
-        return os.environ.get("TILEPY_BACKEND", "")
-    raw = _ENV_DATA.get(_ENV_KEY)
-    return "" if raw is None else _ENVIRON.decodevalue(raw)
+    name = os.environ.get("TILEPY_BACKEND", "") or DEFAULT
+    return _check(name, " in TILEPY_BACKEND"), {}
 
 
 @contextlib.contextmanager
