@@ -114,6 +114,7 @@ def test_gemm_register_blocked_micro_kernel(cfg):
         assert_same_bits(want, got, f"gemm {cfg} {M}x{N}x{K}")
 
 
+@pytest.mark.exhaustive  # a large compile; the default set compiles the kernel elsewhere
 def test_attention_with_every_key_visible_numba():
     """Non-causal, the sequence a multiple of block_N: no mask loop, the scores gemm clears
     its accumulator and the P.V gemm reads the float32 scores as they are; the same bits
@@ -129,6 +130,7 @@ def test_attention_with_every_key_visible_numba():
     _exact_and_fast(case, case.name)
 
 
+@pytest.mark.exhaustive  # a large compile; the default set compiles the kernel elsewhere
 def test_layernorm_one_pass_and_chunked_paths_numba():
     """Rows that fit one tile are read once (one-pass path), longer rows in chunks; both
     agree with the interpreter bit for bit, and fast mode stays within the bound."""

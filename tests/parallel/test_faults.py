@@ -4,6 +4,7 @@ names the ranks that did not arrive (or returned, or exited) and the user's call
 from __future__ import annotations
 
 import _thread
+import signal
 import sys
 import threading
 import time
@@ -205,8 +206,18 @@ def test_other_exits_and_exceptions_name_the_rank():
         ["(raised on rank 1 of 2)"] if sys.version_info >= (3, 11) else None)
 
 
+@pytest.fixture
+def default_sigint():
+    """Python's own SIGINT handler for the test's duration: `_thread.interrupt_main` does
+    nothing while SIGINT is ignored or left to the OS, and a library loaded by an earlier
+    test in the same process may have set either."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @NOTES
-def test_an_interrupted_launch_says_where_every_rank_is(stop):
+def test_an_interrupted_launch_says_where_every_rank_is(stop, default_sigint):
     def body(comm):
         if comm.rank == 1:
             time.sleep(0.3)
