@@ -113,37 +113,40 @@ def _openblas():
     return None
 
 
+def _to_one_thread():
+    """Set BLAS to one thread; the count before (to restore), or None if nothing changed."""
+    h = _openblas()
+    if h is None:
+        return None
+    before = h[0]()
+    if before == 1:
+        return None
+    h[1](1)
+    return before
+
+
+def _restore(before) -> None:
+    if before is not None:
+        _openblas()[1](before)
+
+
 @contextlib.contextmanager
 def one_thread():
     """BLAS calls inside a kernel's parallel block loop run single-threaded: each block
     is already on its own CPU, and two blocks each starting BLAS's pool of threads
     oversubscribe the machine (docs/perf-log.md). The count is restored after."""
-    h = _openblas()
-    if h is None:
-        yield
-        return
-    get, put = h
-    before = get()
-    if before == 1:
-        yield
-        return
-    put(1)
+    before = _to_one_thread()
     try:
         yield
     finally:
-        put(before)
+        _restore(before)
 
 
 def call_one_thread(fn, *args):
     """fn(*args) inside one_thread(), without a context manager's cost per call (the
     models launch a fast kernel that calls BLAS this way, several times a step)."""
-    h = _openblas()
-    if h is None or h[0]() == 1:
-        return fn(*args)
-    get, put = h
-    before = get()
-    put(1)
+    before = _to_one_thread()
     try:
         return fn(*args)
     finally:
-        put(before)
+        _restore(before)

@@ -10,10 +10,10 @@ import numpy as np
 from tilepy.models import autograd
 from tilepy.models import kops as K
 from tilepy.models.errors import model_error
+from tilepy.models.kernels.elementwise import NARROW  # computed in float32, rounded once
 from tilepy.models.tensor import Tensor
 
 FLOATS = ("float32", "float64", "bfloat16", "float16")  # dtypes tensors compute in
-NARROW = ("bfloat16", "float16")  # computed in float32, rounded once per op (kops.compute)
 
 
 def as_tensor(x, like: Tensor | None = None) -> Tensor:
