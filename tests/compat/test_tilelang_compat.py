@@ -3,6 +3,7 @@ when asked (never over a real TileLang unless forced); programs written in TileL
 run through them with numpy or torch data, bit-identical on the interpreter and the JIT."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -361,3 +362,98 @@ def test_the_integer_supply_gives_unsigned_buffers_0_to_2_as_tilelang_does(tl):
         s = np.asarray(make_input(Buffer("s", shape, dtype("int8")), supply))
         assert sorted(np.unique(u).tolist()) == [0, 1, 2]
         assert sorted(np.unique(s).tolist()) == [-2, -1, 0, 1, 2]
+
+
+def test_autotune_config_limit_picks_a_deterministic_subset_and_refuses_bad_values(capsys):
+    from tilepy.compat.tunelimit import pick
+    from tilepy.errors import TuneError
+
+    configs = [{"block": b} for b in (64, 32, 16, 8, 4)]
+    assert pick(configs, "") is configs and pick(configs, "all") is configs
+    assert pick(configs, "9") is configs and capsys.readouterr().err == ""
+    assert pick(configs, "first") == [{"block": 64}]
+    assert "autotune measures 1 of 5 configs (TILEPY_AUTOTUNE_CONFIGS=first)" in \
+        capsys.readouterr().err
+    assert pick(configs, "3") == configs[:3]
+    sample = pick(configs, "random:3:7")
+    assert sample == pick(configs, "random:3:7") and len(sample) == 3
+    assert sample == [c for c in configs if c in sample]  # the program's order kept
+    assert pick(configs, "random:2") == pick(configs, "random:2:0")  # seed 0 by default
+    assert len({str(pick(configs, f"random:2:{s}")) for s in range(6)}) > 1  # seeds differ
+    for bad in ("0", "-2", "some", "random:x", "random:2:-1", "first:2", "2.5"):
+        with pytest.raises(TuneError, match=r"TILEPY_AUTOTUNE_CONFIGS .*must be all, first, "
+                                            rf"a count N .*got '{re.escape(bad)}'"):
+            pick(configs, bad)
+
+
+def test_autotune_measures_all_configs_unless_limited(tl, monkeypatch, tmp_path):
+    import tilelang.language as T
+
+    monkeypatch.setenv("TILEPY_CACHE_DIR", str(tmp_path))  # no tuning-cache answer
+
+    seen = []
+
+    @tl.autotune(configs=[{"block": 8}, {"block": 4}, {"block": 2}])
+    @tl.jit(out_idx=[-1])
+    def tuned(N, block=None):
+        seen.append(block)
+
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block)) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] * 3.0
+        return main
+
+    monkeypatch.delenv("TILEPY_AUTOTUNE_CONFIGS", raising=False)
+    with tilepy.backend("interp"):
+        tuned(16)
+        assert sorted(set(seen)) == [2, 4, 8]  # the default: all, as TileLang
+        seen.clear()
+        monkeypatch.setenv("TILEPY_AUTOTUNE_CONFIGS", "random:1:1")
+        k = tuned(24)  # new sizes: nothing built before
+    assert set(seen) == {k.config["block"]} and k.config == pick_one(1)
+    x = np.arange(24, dtype=np.float32)
+    with tilepy.backend("interp"):
+        assert np.array_equal(k(x), x * 3)
+
+
+def pick_one(seed):
+    from tilepy.compat.tunelimit import pick
+
+    return pick([{"block": 8}, {"block": 4}, {"block": 2}], f"random:1:{seed}")[0]
+
+
+TUNED_PROGRAM = textwrap.dedent('''
+    import tilelang
+    import tilelang.language as T
+
+    @tilelang.autotune(configs=[{"block": 8}, {"block": 4}])
+    @tilelang.jit(out_idx=[-1])
+    def tuned(N, block=None):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block)) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] + 1.0
+        return main
+
+    print(tuned(16).config)
+''')
+
+
+def test_tilepy_run_autotune_configs_flag(tmp_path):
+    prog = tmp_path / "tuned_prog.py"
+    prog.write_text(TUNED_PROGRAM)
+    run = [sys.executable, "-m", "tilepy.cli", "run", "--tilelang", "--backend", "interp"]
+    env = {k: v for k, v in os.environ.items() if k != "TILEPY_AUTOTUNE_CONFIGS"}
+    ok = subprocess.run(run + ["--autotune-configs", "first", str(prog)], capture_output=True,
+                        text=True, timeout=120, env=env)
+    assert ok.returncode == 0, ok.stderr[-400:]
+    assert ok.stdout.strip() == "{'block': 8}"
+    assert "autotune measures 1 of 2 configs" in ok.stderr
+    bad = subprocess.run(run + ["--autotune-configs", "none", str(prog)], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert "tilepy: TILEPY_AUTOTUNE_CONFIGS (or --autotune-configs) must be" in bad.stderr
+    assert "got 'none'" in bad.stderr and "Traceback" not in bad.stderr

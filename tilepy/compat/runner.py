@@ -25,6 +25,9 @@ def add_parser(sub) -> None:
     p.add_argument("--strict", action="store_true",
                    help="out-of-range global element accesses raise, and on the "
                         "interpreter reads of unwritten fragment elements (TILEPY_STRICT=1)")
+    p.add_argument("--autotune-configs", metavar="LIMIT",
+                   help="TileLang autotuning measures only these configs: first, N (the "
+                        "first N) or random:N[:SEED]; default all (TILEPY_AUTOTUNE_CONFIGS)")
     p.add_argument("program", help="a .py file")
     p.add_argument("args", nargs=argparse.REMAINDER,
                    help="the program's own arguments, options included")
@@ -49,6 +52,11 @@ def cmd_run(args) -> int:
         os.environ["TILEPY_STRICT"] = "1"
     if args.backend:
         os.environ["TILEPY_BACKEND"] = args.backend
+    if args.autotune_configs is not None:
+        from tilepy.compat.tunelimit import ENV, parse
+
+        parse(args.autotune_configs)  # a bad value stops here, before the program runs
+        os.environ[ENV] = args.autotune_configs
     path = os.path.abspath(args.program)
     sys.argv = [path, *args.args]
     sys.path.insert(0, os.path.dirname(path))

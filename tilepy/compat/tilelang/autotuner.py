@@ -1,6 +1,7 @@
 """`tilelang.autotune` and `AutoTuner` on the CPU reference, through tilepy's tuner
-(tilepy/tuning): every config is built and timed on the CPU on the profiler's generated
-inputs (or those given), the fastest kept; results have TileLang's fields (latency in ms).
+(tilepy/tuning): every config (or the opt-in subset of tilepy/compat/tunelimit.py) is built
+and timed on the CPU on the profiler's generated inputs (or those given), the fastest kept;
+results have TileLang's fields (latency in ms).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
+from tilepy.compat import tunelimit
 from tilepy.compat.tilelang.jit import JITKernel, _JitFunction, _wrap, compile
 from tilepy.errors import ArgumentError
 from tilepy.tuning import space
@@ -28,7 +30,8 @@ class AutotuneResult:
 
 
 def _configs(configs, *args, **kwargs) -> list[dict]:
-    return space.expand(configs, *args, **kwargs)
+    """The program's configs, cut to the subset TILEPY_AUTOTUNE_CONFIGS asks for."""
+    return tunelimit.pick(space.expand(configs, *args, **kwargs))
 
 
 def _kernel_args(config: dict) -> dict:
