@@ -5,8 +5,10 @@ global buffer the phase writes must be written in one of these ways:
 
 - **thread-private**: every access to it in the phase has the thread id itself at one
   index position (`s[t]`, `s[t, j]`), or, at one position, the same thread-independent
-  base plus `c * t` plus terms of the phase's own loops that stay within [0, c) (`s[base +
-  t * 8 + i]` for `i` in range(8)), so threads touch disjoint elements;
+  base plus `c * t` plus terms of the phase's own loops that stay within [0, c) or step by
+  multiples of `c * n` (`s[base + t * 8 + i]` for `i` in range(8); `s[i * 8 * n + t * 8 +
+  v]`), or such an `e` flattened over two positions as `s[e // K, e % K]`, so threads
+  touch disjoint elements (`_owner_form` gives the proof);
 - **one store of the address's value**: one store statement, outside any loop of the phase,
   of a value that depends on the thread only through the address (`C[bn * 32 + t % 32] =
   s[t % 32]`, `flag[0] = 1`), to a buffer the phase does not read: threads that write one
@@ -80,9 +82,10 @@ def parallel_body(body: tuple, t: Var, n: int, own: set[str], uniform=frozenset(
     # a strided index's base must not use t's names nor names bound in the phase (they
     # vary within a thread)
     varying = dep | {s.var for s in deep(body) if isinstance(s, (S.For, S.Let))}
+    lets = _bound_once(body)
     guarded, distinct = {}, set()
     for name in written:
-        if _buffer_ok(uses[name], t, dep, written, (loops, varying - set(loops))):
+        if _buffer_ok(uses[name], t, dep, written, (n, loops, varying - set(loops), lets)):
             continue
         if _slot_stores(uses[name], dep, written, w, distinct):
             continue
@@ -97,6 +100,15 @@ def parallel_body(body: tuple, t: Var, n: int, own: set[str], uniform=frozenset(
     c = (lambda op, *a: exprs.call(op, list(a), NOLOC))
     return tuple(S.If(c(Op.GE, t, n - guarded[id(s)]), (s,), loc=s.loc)
                  if id(s) in guarded else s for s in body)
+
+
+def _bound_once(body) -> dict:
+    """The phase's lets whose name is bound by one statement only: {Var: value}."""
+    seen: dict = {}
+    for s in deep(body):
+        if isinstance(s, S.Let):
+            seen[s.var] = None if s.var in seen else s.value
+    return {v: e for v, e in seen.items() if e is not None}
 
 
 def _mark_distinct(body, ids: set):
@@ -333,27 +345,58 @@ def _mentions(e, names: set) -> bool:
     return any(isinstance(x, Var) and x in names for x in sub_exprs(e))
 
 
-def _strided(u: _Uses, t: Var, loops: dict, varying: set) -> bool:
-    """Some index position is `base + c * t + sum(k * i)` in every access: one base and one
-    c > 0 for all, `i` loop variables of the phase (extents in `loops`) whose terms stay in
-    [0, c). Element `e` there is touched only by thread (e - base) // c."""
+def _strided(u: _Uses, t: Var, n: int, loops: dict, varying: set, lets: dict) -> bool:
+    """Every access's address at one index position, or at a pair of positions holding `e //
+    K` and `e % K` (K > 0 a constant, the same in every access: the pair gives back e = row
+    * K + col, so distinct e are distinct elements), is an integer linear form that
+    `_owner_form` accepts with one base and one c for all. The phase's lets are expanded."""
     accesses = [s.indices for s, _ in u.stores] + u.loads
-    n = len(accesses[0])
-    return any(_strided_at([a[p] for a in accesses if len(a) == n], len(accesses), t, loops,
-                           varying) for p in range(n))
+    width = len(accesses[0])
+    if any(len(a) != width for a in accesses):
+        return False
+    accesses = [tuple(_expand(i, lets) for i in a) for a in accesses]
+    if any(_owner_form([a[p] for a in accesses], t, n, loops, varying) for p in range(width)):
+        return True
+    for p in range(width):
+        for q in range(width):
+            pairs = [_div_mod(a[p], a[q]) for a in accesses]
+            if p != q and None not in pairs and len({k for _, k in pairs}) == 1 and \
+                    _owner_form([e for e, _ in pairs], t, n, loops, varying):
+                return True
+    return False
 
 
-def _strided_at(indices: list, count: int, t: Var, loops: dict, varying: set) -> bool:
+def _div_mod(x, y):
+    """(e, K) when x is `e // K` and y is `e % K` for one e and a constant K > 0."""
+    if not (isinstance(x, Call) and x.op is Op.FLOORDIV and isinstance(y, Call)
+            and y.op is Op.MOD and x.args == y.args):
+        return None
+    e, k = x.args
+    ok = isinstance(k, Const) and type(k.value) is int and k.value > 0
+    return (e, k.value) if ok else None
+
+
+def _owner_form(indices: list, t: Var, n: int, loops: dict, varying: set) -> bool:
+    """Each index is `base + c * t + lower + upper` with one base and one c > 0 for all: `i`
+    loop variables of the phase (extents in `loops`) whose terms either stay within [0, c)
+    together (lower) or have positive coefficients that are multiples of c * n (upper).
+    Then index - base = c * n * U + c * t + L with U >= 0 and 0 <= L < c, so the thread is
+    ((index - base) // c) % n: no element is touched by two threads. The thread and loop
+    part stays below 2^31, so int32 wrap-around cannot make two addresses meet."""
     forms = [_linear(i) for i in indices]
-    if len(forms) != count or any(f is None for f in forms):
+    if not forms or any(f is None for f in forms):
         return False
     c, base = forms[0].get(t, 0), None
+    if c <= 0:
+        return False
     for f in forms:
         own = {k: v for k, v in f.items() if k in loops}
         rest = {k: v for k, v in f.items() if k not in loops and k is not t}
-        if f.get(t, 0) != c or c <= 0 or any(k in varying for k in rest) or \
-                any(v < 0 for v in own.values()) or \
-                sum(v * (loops[k] - 1) for k, v in own.items()) >= c:
+        upper = {k: v for k, v in own.items() if v > 0 and v % (c * n) == 0}
+        lower = sum(v * (loops[k] - 1) for k, v in own.items() if k not in upper)
+        top = sum(v * (loops[k] - 1) for k, v in upper.items()) + c * n
+        if f.get(t, 0) != c or any(k in varying for k in rest) or top >= 2 ** 31 or \
+                any(v < 0 for v in own.values()) or lower >= c:
             return False
         if base is not None and rest != base:
             return False
