@@ -85,3 +85,43 @@ def test_an_index_range_past_int32_stays_serial():
                     Y[e // 4096, e % 4096] = 1.0
 
     assert f"for t in T.serial({N})" in format_func(wide.func)
+
+
+
+def scaled():
+    """The MXFP programs' shape: a per-thread T.Parallel scales the thread's own values
+    between the gathered load and the flattened store."""
+
+    @T.prim_func
+    def main(X: T.Tensor((16, 64), "float32"), Y: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, threads=N) as _:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((16, 64), "float32")
+            loc = T.alloc_local((8,), "float32")
+            for i in T.serial(4):
+                for v in T.vectorized(8):
+                    e = i * N * 8 + tx * 8 + v
+                    loc[v] = X[e // 64, e % 64] + tx
+                for v in T.Parallel(8):
+                    loc[v] = loc[v] * 1.5 + v
+                for v in T.vectorized(8):
+                    e = i * N * 8 + tx * 8 + v
+                    S[e // 64, e % 64] = loc[v]
+            T.sync_threads()
+            for i, j in T.Parallel(16, 64):
+                Y[i, j] = S[i, j]
+
+    return main
+
+
+def test_a_per_thread_parallel_loop_over_own_storage_keeps_the_phase_a_vector_step(
+        monkeypatch):
+    x = np.random.default_rng(2).standard_normal((16, 64)).astype(np.float32)
+    vec, text = _run(scaled, x, False, monkeypatch)
+    ser, _ = _run(scaled, x, True, monkeypatch)
+    assert f"for t in T.Parallel({N})" in text and "T.Parallel(8)" in text
+    e = np.arange(1024)
+    f32 = np.float32
+    want = (x.reshape(-1) + ((e % 256) // 8).astype(f32)) * f32(1.5) + (e % 8).astype(f32)
+    assert vec.reshape(-1)[:1024].view(np.uint32).tolist() == want.view(np.uint32).tolist()
+    assert vec.view(np.uint32).tolist() == ser.view(np.uint32).tolist()

@@ -147,9 +147,7 @@ def _collect(body, t, own, uses, dep, in_loop: bool, w: _Walk) -> bool:
     for s in body:
         if isinstance(s, (S.Print, S.Breakpoint, S.Alloc)):
             return False
-        if isinstance(s, S.For) and (s.kind is S.ForKind.PARALLEL or any(
-                x == t or isinstance(x, Load) for e in (s.start, s.stop, s.step)
-                for x in sub_exprs(e))):
+        if isinstance(s, S.For) and not _loop_ok(s, t, own):
             return False
         if isinstance(s, S.TILE_OPS) and not _element_atomic(s):
             return False
@@ -193,6 +191,18 @@ def _collect(body, t, own, uses, dep, in_loop: bool, w: _Walk) -> bool:
             # only in the branches whose conditions made up this one
             w.slots[s.then_body[0].old.buffer.name] = s.then_body[0]
     return True
+
+
+def _loop_ok(s: S.For, t: Var, own: set) -> bool:
+    """Bounds that name no thread id and read no memory; a T.Parallel loop only of element
+    stores into the thread's own storage (`loc[v] *= x`): each thread's lanes then run
+    beside the other threads' lanes, as they ran alone."""
+    if any(x == t or isinstance(x, Load) for e in (s.start, s.stop, s.step)
+           for x in sub_exprs(e)):
+        return False
+    return s.kind is not S.ForKind.PARALLEL or all(
+        isinstance(x, (S.Store, S.Let, S.For)) and not (
+            isinstance(x, S.Store) and x.buffer.root.name not in own) for x in deep(s.body))
 
 
 def _stored_inside(s):
