@@ -6,6 +6,7 @@ meet at an element stay serial."""
 import numpy as np
 import pytest
 
+import tilepy
 import tilepy.language as T
 from tilepy.frontend import phases
 from tilepy.interpreter import run
@@ -125,3 +126,16 @@ def test_a_per_thread_parallel_loop_over_own_storage_keeps_the_phase_a_vector_st
     want = (x.reshape(-1) + ((e % 256) // 8).astype(f32)) * f32(1.5) + (e % 8).astype(f32)
     assert vec.reshape(-1)[:1024].view(np.uint32).tolist() == want.view(np.uint32).tolist()
     assert vec.view(np.uint32).tolist() == ser.view(np.uint32).tolist()
+
+
+def test_the_jit_gives_the_vector_steps_bits():
+    k = scaled()
+    x = np.random.default_rng(3).standard_normal((16, 64)).astype(np.float32)
+    got = {}
+    for backend in ("interp", "jit"):
+        y = np.full((32, 64), np.nan, np.float32)
+        with tilepy.backend(backend):
+            k(x, y)
+        got[backend] = y.view(np.uint32).tolist()
+    assert f"for t in T.Parallel({N})" in format_func(k.func)
+    assert got["interp"] == got["jit"]
