@@ -40,6 +40,11 @@ def cmd_run(args) -> int:
     if not os.path.isfile(args.program):
         print(f"tilepy: no such file: {args.program}", file=sys.stderr)
         return 2
+    if args.autotune_configs is not None:
+        from tilepy.compat.tunelimit import ENV, parse
+
+        parse(args.autotune_configs)  # a bad value stops here, before anything is set up
+        os.environ[ENV] = args.autotune_configs
     if args.tilelang and not compat.install(force=args.force, cuda_to_cpu=args.cuda_to_cpu):
         print("tilepy: a real TileLang is installed; pass --force to run on tilepy anyway",
               file=sys.stderr)
@@ -52,11 +57,6 @@ def cmd_run(args) -> int:
         os.environ["TILEPY_STRICT"] = "1"
     if args.backend:
         os.environ["TILEPY_BACKEND"] = args.backend
-    if args.autotune_configs is not None:
-        from tilepy.compat.tunelimit import ENV, parse
-
-        parse(args.autotune_configs)  # a bad value stops here, before the program runs
-        os.environ[ENV] = args.autotune_configs
     path = os.path.abspath(args.program)
     sys.argv = [path, *args.args]
     sys.path.insert(0, os.path.dirname(path))
