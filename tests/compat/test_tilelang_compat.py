@@ -386,8 +386,9 @@ def test_autotune_config_limit_picks_a_deterministic_subset_and_refuses_bad_valu
             pick(configs, bad)
 
 
-def test_autotune_measures_all_configs_unless_limited(tl, monkeypatch, tmp_path):
+def test_autotune_measures_all_configs_unless_limited(tl, monkeypatch, tmp_path, capsys):
     import tilelang.language as T
+    from tilelang.autotuner import AutoTuner
 
     monkeypatch.setenv("TILEPY_CACHE_DIR", str(tmp_path))  # no tuning-cache answer
 
@@ -416,6 +417,14 @@ def test_autotune_measures_all_configs_unless_limited(tl, monkeypatch, tmp_path)
     x = np.arange(24, dtype=np.float32)
     with tilepy.backend("interp"):
         assert np.array_equal(k(x), x * 3)
+        capsys.readouterr()
+        seen.clear()
+        tuned(32, block=2)  # a config named in the call: no tuning, no log line
+        assert seen == [2] and capsys.readouterr().err == ""
+        monkeypatch.setenv("TILEPY_AUTOTUNE_CONFIGS", "first")
+        res = AutoTuner.from_kernel(kernel=lambda block=None: tuned.__wrapped__(40, block),
+                                    configs=[{"block": 4}, {"block": 8}]).run()
+    assert res.config == {"block": 4} and "measures 1 of 2" in capsys.readouterr().err
 
 
 def pick_one(seed):

@@ -30,8 +30,7 @@ class AutotuneResult:
 
 
 def _configs(configs, *args, **kwargs) -> list[dict]:
-    """The program's configs, cut to the subset TILEPY_AUTOTUNE_CONFIGS asks for."""
-    return tunelimit.pick(space.expand(configs, *args, **kwargs))
+    return space.expand(configs, *args, **kwargs)
 
 
 def _kernel_args(config: dict) -> dict:
@@ -94,7 +93,7 @@ class AutoTuner:
     def run(self, warmup=25, rep=100, timeout=30, *args, **kwargs) -> AutotuneResult:
         """Time every config (the CPU's wall clock, best of 3 launches), check the fastest
         against the reference program when one is set; latency in milliseconds."""
-        configs = _configs(self.configs)
+        configs = tunelimit.pick(_configs(self.configs))  # TILEPY_AUTOTUNE_CONFIGS
         kernel, res = _tune(lambda c: self.fn(*args, **{**kwargs, **_kernel_args(c)}), configs,
                             self.inputs, self.profile_args.get("supply_type"),
                             _ident(self.fn, args, kwargs), self.compile_args.get("out_idx"))
@@ -128,8 +127,8 @@ def autotune(configs=None, warmup=25, rep=100, timeout=100, **_ignored):
                     kernel.config, kernel.ref_latency = {}, None
                     kernel.latency = _latency(kernel)
                 return kernel
-            kernel, res = _tune(lambda c: fn(*args, **{**kwargs, **_kernel_args(c)}), all_,
-                                None, None, _ident(fn, args, kwargs))
+            kernel, res = _tune(lambda c: fn(*args, **{**kwargs, **_kernel_args(c)}),
+                                tunelimit.pick(all_), None, None, _ident(fn, args, kwargs))
             kernel.config, kernel.latency, kernel.ref_latency = res.config, res.seconds * 1e3, None
             return kernel
 
