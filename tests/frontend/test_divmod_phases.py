@@ -75,6 +75,38 @@ def test_phases_where_threads_may_meet_stay_serial_with_thread_order(args, monke
     assert got.view(np.uint32).tolist() == ser.view(np.uint32).tolist()
 
 
+
+def flat(step):
+    """The same updates at one index position: S[i * step + t * 8 + v]."""
+
+    @T.prim_func
+    def main(X: T.Tensor((32, 64), "float32"), Y: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, threads=N) as _:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((2048,), "float32")
+            for i in T.Parallel(2048):
+                S[i] = 0.0
+            T.sync_threads()
+            for i in T.serial(4):
+                for v in T.vectorized(8):
+                    e = i * step + tx * 8 + v
+                    S[e] = S[e] * 3.0 + X[e // 64, e % 64] + tx
+            T.sync_threads()
+            for i, j in T.Parallel(32, 64):
+                Y[i, j] = S[i * 64 + j]
+
+    return main
+
+
+@pytest.mark.parametrize("step, vector", [(N * 8, True), (N * 16, True), (128, False)])
+def test_loop_steps_in_multiples_of_c_times_threads_keep_one_position_disjoint(
+        step, vector, monkeypatch):
+    x = np.random.default_rng(4).standard_normal((32, 64)).astype(np.float32)
+    got, text = _run(lambda: flat(step), x, False, monkeypatch)
+    ser, _ = _run(lambda: flat(step), x, True, monkeypatch)
+    assert (f"for t in T.Parallel({N})" in text) is vector
+    assert got.view(np.uint32).tolist() == ser.view(np.uint32).tolist()
+
 def test_an_index_range_past_int32_stays_serial():
     @T.prim_func
     def wide(Y: T.Tensor((1 << 21, 1 << 12), "float32")):
