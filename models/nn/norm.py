@@ -14,6 +14,7 @@ from tilepy.models.kernels import dropout as D
 from tilepy.models.kernels import embedding as Em
 from tilepy.models.kernels import norms as N
 from tilepy.models.kernels.launch import launch
+from tilepy.models.kernels.record import contiguous
 from tilepy.models.nn import init
 from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
@@ -22,17 +23,17 @@ from tilepy.models.tensor import Tensor
 def _rows(x: np.ndarray, eps: float, center: float):
     """(xhat, mean, var, rstd, cfg) of each row of a 2-d array."""
     m = x.shape[0]
-    cfg = np.array([eps, center], x.dtype)
+    cfg = K.const((eps, center), x.dtype)
     xhat = np.empty(x.shape, x.dtype)
     mean, var, rstd = (np.empty((m,), x.dtype) for _ in range(3))
-    launch(K.kernel(N.row_norm_fwd, dtype=x.dtype), np.ascontiguousarray(x), cfg, xhat, mean,
+    launch(K.kernel(N.row_norm_fwd, dtype=x.dtype), contiguous(x), cfg, xhat, mean,
            var, rstd)
     return xhat, mean, var, rstd, cfg
 
 
 def _rows_bwd(xhat, rstd, g, cfg) -> np.ndarray:
     dx = np.empty(xhat.shape, xhat.dtype)
-    launch(K.kernel(N.row_norm_bwd, dtype=xhat.dtype), xhat, rstd, np.ascontiguousarray(g),
+    launch(K.kernel(N.row_norm_bwd, dtype=xhat.dtype), xhat, rstd, contiguous(g),
            cfg, dx)
     return dx
 
@@ -73,7 +74,7 @@ def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6,
 
 
 def _channels_to_rows(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.moveaxis(a, 1, 0)).reshape(a.shape[1], -1)
+    return contiguous(np.moveaxis(a, 1, 0)).reshape(a.shape[1], -1)
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training: bool = True,
@@ -95,8 +96,8 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training: b
 
         def bwd(g):
             dx = _rows_bwd(xhat, rstd, _channels_to_rows(g), cfg)
-            return (np.ascontiguousarray(np.moveaxis(dx.reshape(moved), 0, 1)),)
-        y = record(np.ascontiguousarray(np.moveaxis(xhat.reshape(moved), 0, 1)), (x,), bwd,
+            return (contiguous(np.moveaxis(dx.reshape(moved), 0, 1)),)
+        y = record(contiguous(np.moveaxis(xhat.reshape(moved), 0, 1)), (x,), bwd,
                    "batch_norm")
         n = rows.shape[1]
         _running(running_mean, mean, momentum, 1.0)
@@ -136,7 +137,7 @@ def embedding(idx, weight: Tensor, who: object = "embedding") -> Tensor:
         starts = np.append(starts, flat.size).astype(np.int32)
         part = np.empty((rows.size, d), weight.dtype)
         launch(K.kernel(Em.embedding_bwd, dtype=weight.dtype),
-               np.ascontiguousarray(g).reshape(-1, d), order, starts, part)
+               contiguous(g).reshape(-1, d), order, starts, part)
         gw = np.zeros(weight.shape, weight.dtype)
         gw[rows] = part  # distinct rows: a move, no arithmetic
         return (gw,)
