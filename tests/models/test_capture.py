@@ -1,0 +1,208 @@
+"""Step capture and replay (tilepy.models.capture): replayed steps give the eager steps'
+bits (losses, parameters, optimiser state) on the JIT's exact mode and on the interpreter;
+what re-captures (a new input shape, train/eval, a replaced parameter) and what is refused
+(host reads, host-made arrays, data-dependent control flow, a dynamic loss scale)."""
+
+import numpy as np
+import pytest
+
+import tilepy
+from tilepy.models import Tensor, capture, nn, optim
+from tilepy.models.errors import CaptureError, ModelError
+from tilepy.models.optim import clip_grad_norm_
+from tilepy.models.optim.lr_scheduler import CosineAnnealingLR
+
+F = nn.functional
+
+
+def _mlp(width=32):
+    nn.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                         nn.Linear(width, 10))
+
+
+def _batches(n, batch=8, seed=0, features=16):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((batch, features)).astype(np.float32),
+             rng.integers(0, 10, batch).astype(np.int32)) for _ in range(n)]
+
+
+def _sgd_step(model):
+    opt = optim.SGD(model.parameters(), 0.05, momentum=0.9, nesterov=True)
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step, opt
+
+
+def _adamw_step(model):
+    opt = optim.AdamW(model.parameters(), 3e-3, weight_decay=0.1)
+    sched = CosineAnnealingLR(opt, T_max=5)
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        model.zero_grad()
+        loss.backward()
+        clip_grad_norm_(model.parameters(), 0.5)
+        opt.step()
+        sched.step()
+        return loss
+    return step, opt
+
+
+def _state(model, opt):
+    sd = opt.state_dict()["state"]
+    return ([p.data.copy() for p in model.parameters()],
+            [v.copy() for k in sorted(sd) for n, v in sorted(sd[k].items())
+             if isinstance(v, np.ndarray)])
+
+
+def _same_bits(a, b) -> bool:
+    return len(a) == len(b) and all(x.dtype == y.dtype and x.shape == y.shape and
+                                    x.tobytes() == y.tobytes() for x, y in zip(a, b))
+
+
+def _eager_vs_replay(make, data):
+    """(losses, params, state) of eager steps and of the captured step, and the capture."""
+    runs = []
+    for captured in (False, True):
+        model = _mlp()
+        step, opt = make(model)
+        if captured:
+            step = capture(step)
+        losses = [step(x, y).data.copy() for x, y in data]
+        runs.append((losses, *_state(model, opt)))
+    return runs, step
+
+
+@pytest.mark.parametrize("make", [_sgd_step, _adamw_step], ids=["sgd", "adamw_cosine_clip"])
+def test_replayed_steps_give_the_eager_bits_on_the_jit(make):
+    data = _batches(7)
+    with tilepy.backend("jit"):
+        (eager, replayed), step = _eager_vs_replay(make, data)
+    assert step.replays == 4 and step.captures == 1  # 1 warm-up, 2 recorded, 4 replayed
+    for a, b in zip(eager, replayed):
+        assert _same_bits(a, b)
+    assert len(set(float(v) for v in eager[0])) == len(data)  # the losses did change
+
+
+def test_replayed_steps_give_the_eager_bits_on_the_interpreter():
+    data = _batches(5, batch=3, features=16)
+    with tilepy.backend("interp"):
+        (eager, replayed), step = _eager_vs_replay(_sgd_step, data)
+    assert step.replays == 2
+    for a, b in zip(eager, replayed):
+        assert _same_bits(a, b)
+
+
+def test_returned_loss_is_a_fresh_array_each_call():
+    model = _mlp()
+    step = capture(_sgd_step(model)[0])
+    data = _batches(6)
+    with tilepy.backend("jit"):
+        out = [step(x, y) for x, y in data]
+    kept = [o.data.copy() for o in out]
+    assert all(o.data.tobytes() == k.tobytes() for o, k in zip(out, kept))
+    assert len({id(o.data) for o in out}) == len(out)
+    assert not out[-1].requires_grad
+
+
+def test_a_new_input_shape_captures_again_and_matches_eager():
+    data = _batches(4) + _batches(4, batch=5, seed=1) + _batches(2, seed=2)
+    with tilepy.backend("jit"):
+        (eager, replayed), step = _eager_vs_replay(_sgd_step, data)
+    assert step.captures == 2 and step.replays == 4  # batch 8: 6 calls, 3 replayed; 5: 4, 1
+    for a, b in zip(eager, replayed):
+        assert _same_bits(a, b)
+
+
+def test_train_eval_switch_and_a_replaced_parameter_invalidate_the_recording():
+    model = _mlp()
+    step = capture(_sgd_step(model)[0])
+    data = _batches(4)
+    with tilepy.backend("jit"):
+        for x, y in data:
+            step(x, y)
+        assert step.replays == 1
+        model.eval()
+        step(*data[0])  # a different mode: eager again (warm-up of a new recording)
+        assert step.replays == 1
+        model.train()
+        first = model[0]
+        first.weight.data = first.weight.data.copy()  # replaced: the optimiser re-attaches it
+        step(*data[1])
+        assert step.replays == 1
+
+
+def _refused(fn, match, batches=3):
+    step = capture(fn)
+    with tilepy.backend("jit"), pytest.raises(CaptureError, match=match) as info:
+        for x, y in _batches(batches):
+            step(x, y)
+    assert "test_capture.py" in str(info.value)  # the user's line
+    return info.value
+
+
+def test_host_reads_are_refused():
+    model = _mlp()
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        if loss.item() > 100.0:  # a NaN/overflow check on the host
+            return None
+        return loss
+    _refused(step, r"reads a value on the host \(Tensor.item\(\)\)")
+
+
+def test_arrays_made_on_the_host_each_call_are_refused():
+    model = _mlp()
+
+    def step(x, y):
+        h = F.dropout(model(x), 0.5)  # a fresh random key per call
+        return F.cross_entropy(h, y)
+    _refused(step, r"kernel 'dropout' reads an array \(argument 1, shape \(2,\), dtype uint32"
+                   r"\) made anew on the host")
+
+
+def test_data_dependent_control_flow_is_refused():
+    model = _mlp()
+    calls = []
+
+    def step(x, y):
+        calls.append(1)
+        out = model(x)
+        if len(calls) % 2:
+            out = F.relu(out)
+        return F.cross_entropy(out, y)
+    _refused(step, r"ran different operations")
+
+
+def test_a_python_number_returned_and_a_dynamic_loss_scale_are_refused():
+    model = _mlp()
+
+    def step(x, y):
+        return clip_grad_norm_(model.parameters(), 1.0)  # a float from the host
+    _refused(step, r"returned a float")
+    mp = optim.MixedPrecision(_mlp().parameters(), optim.SGD, lr=0.1)  # scaler on
+
+    def scaled(x, y):
+        return mp.scale_loss(Tensor(x).sum())
+    _refused(scaled, r"dynamic loss scale", batches=2)
+
+
+def test_a_replayed_call_still_checks_its_labels():
+    model = _mlp()
+    step = capture(_sgd_step(model)[0])
+    x, y = _batches(1)[0]
+    with tilepy.backend("jit"):
+        for _ in range(3):
+            step(x, y)
+        bad = y.copy()
+        bad[0] = 10
+        with pytest.raises(ModelError, match=r"labels must lie in \[0, 10\)"):
+            step(x, bad)
+        assert step.replays == 0
