@@ -206,3 +206,18 @@ def test_a_replayed_call_still_checks_its_labels():
         with pytest.raises(ModelError, match=r"labels must lie in \[0, 10\)"):
             step(x, bad)
         assert step.replays == 0
+
+
+def test_the_digits_trainer_gives_the_same_model_captured_or_eager():
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    from tilepy.models.zoo import digits
+
+    runs = []
+    with tilepy.backend("jit"):
+        for captured in (False, True):
+            model, acc, steps, _ = digits.train("mlp", epochs=1, batch=64, progress=False,
+                                                captured=captured)
+            runs.append(([p.data.copy() for p in model.parameters()], acc, steps))
+    assert runs[0][2] == runs[1][2] == 22 and runs[0][1] == runs[1][1] > 0.5
+    assert _same_bits(runs[0][0], runs[1][0])
