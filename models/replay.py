@@ -77,6 +77,7 @@ def _arrays(x) -> list:
 def build(rec: Recording, out) -> tuple:
     """(ops [(callable, big)], launch names, the result maker, guards) of a recording."""
     ops, names = [], []
+    direct = _direct_grads(rec, out)
     for step in rec.steps:
         kind = step[0]
         if kind == "launch":
@@ -86,7 +87,8 @@ def build(rec: Recording, out) -> tuple:
         if kind == "copy":
             call = functools.partial(np.copyto, step[1], step[2], casting="unsafe")
         elif kind == "grad":
-            call = functools.partial(_regrad, *step[1:4])
+            t, dst, src = step[1:4]
+            call = functools.partial(_regrad, t, direct.get(id(dst), dst), src)
         elif kind == "host":
             call = functools.partial(step[1], *step[2], **step[3])
         else:
@@ -94,6 +96,52 @@ def build(rec: Recording, out) -> tuple:
         ops.append((call, None))
         names.append(None)
     return ops, names, result_maker(out), _guards(rec)
+
+
+def _direct_grads(rec: Recording, result) -> dict:
+    """{id(leaf gradient array): the optimiser's flat-buffer view for that parameter} for
+    each recorded leaf gradient that nothing else in the step names: replay copies the
+    gradient straight into the flat buffer (the optimiser's gather then skips it)."""
+    views = {}
+    for step in rec.steps:
+        opt = step[2][0] if step[0] == "host" and step[2] else None
+        for bucket in getattr(opt, "_buckets", None) or ():
+            for p, view in zip(bucket.params, bucket.grad_views):
+                views[id(p)] = view
+    if not views:
+        return {}
+    named: dict = {}
+    for step in rec.steps + [("result", _values(result), None)]:
+        arrays = _arrays(list(step[1:-1])) if step[0] != "grad" else [step[3]]
+        for a in arrays:
+            r = _root(a)
+            named[id(r)] = named.get(id(r), 0) + 1
+    out = {}
+    for step in rec.steps:
+        if step[0] == "grad":
+            t, dst = step[1], step[2]
+            view = views.get(id(t))
+            if view is not None and view.dtype == dst.dtype and view.shape == dst.shape \
+                    and not named.get(id(_root(dst))):
+                out[id(dst)] = view
+    return out
+
+
+def _values(x):
+    """x with Tensors replaced by their arrays (a returned value's arrays)."""
+    if hasattr(x, "requires_grad") and hasattr(x, "data"):
+        return x.data
+    if isinstance(x, (tuple, list)):
+        return [_values(v) for v in x]
+    if isinstance(x, dict):
+        return [_values(v) for v in x.values()]
+    return x
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 
 def result_maker(out):

@@ -221,3 +221,30 @@ def test_the_digits_trainer_gives_the_same_model_captured_or_eager():
             runs.append(([p.data.copy() for p in model.parameters()], acc, steps))
     assert runs[0][2] == runs[1][2] == 22 and runs[0][1] == runs[1][1] > 0.5
     assert _same_bits(runs[0][0], runs[1][0])
+
+
+def _two_backward_step():
+    nn.manual_seed(1)
+    tied, head = nn.Linear(16, 16), nn.Linear(16, 10)
+    params = list(tied.parameters()) + list(head.parameters())
+    opt = optim.SGD(params, 0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(head(tied(F.relu(tied(Tensor(x))))), y)
+        loss.backward()  # the leaves' gradients: copies
+        F.cross_entropy(head(Tensor(x)), y).backward()  # head's: accumulated into
+        opt.step()
+        return loss
+    return step, params
+
+
+def test_two_backward_passes_accumulate_gradients_on_replay():
+    runs = []
+    for captured in (False, True):
+        step, params = _two_backward_step()
+        run = capture(step) if captured else step
+        with tilepy.backend("jit"):
+            losses = [run(x, y).data.copy() for x, y in _batches(6)]
+        runs.append(losses + [p.data.copy() for p in params])
+    assert _same_bits(runs[0], runs[1])
