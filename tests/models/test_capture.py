@@ -3,6 +3,8 @@ bits (losses, parameters, optimiser state) on the JIT's exact mode and on the in
 what re-captures (a new input shape, train/eval, a replaced parameter) and what is refused
 (host reads, host-made arrays, data-dependent control flow, a dynamic loss scale)."""
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -248,3 +250,27 @@ def test_two_backward_passes_accumulate_gradients_on_replay():
             losses = [run(x, y).data.copy() for x, y in _batches(6)]
         runs.append(losses + [p.data.copy() for p in params])
     assert _same_bits(runs[0], runs[1])
+
+
+def test_fit_with_capture_gives_the_eager_history_and_parameters(monkeypatch):
+    C = importlib.import_module("tilepy.models.capture")  # the module (not the function)
+    from tilepy.models.data import DataLoader, TensorDataset, shapes_images
+    from tilepy.models.training import fit
+
+    replays, replay = [], C._Graph._replay
+    monkeypatch.setattr(C._Graph, "_replay", lambda g: replays.append(1) or replay(g))
+    x, y = shapes_images(96, classes=3, size=4, channels=1, seed=0)
+    runs = []
+    for captured in (False, True):
+        nn.manual_seed(2)
+        model = nn.Sequential(nn.Flatten(), nn.Linear(16, 12), nn.ReLU(), nn.Linear(12, 3))
+        opt = optim.AdamW(model.parameters(), 0.02)
+        loader = DataLoader(TensorDataset(x, y.astype(np.int32)), 16, shuffle=True, seed=0)
+        with tilepy.backend("jit"):
+            hist = fit(model, F.cross_entropy, opt, loader, epochs=2, progress=False,
+                       clip_grad_norm=1.0, capture=captured)
+        runs.append((hist.losses, [p.data.copy() for p in model.parameters()],
+                     hist.epochs[-1]["train_accuracy"]))
+    assert len(replays) == 9  # 12 steps: 1 warm-up, 2 recorded
+    assert len(runs[0][0]) == 12 and runs[0][0] == runs[1][0]
+    assert _same_bits(runs[0][1], runs[1][1]) and runs[0][2] == runs[1][2]
