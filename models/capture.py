@@ -8,6 +8,8 @@ no allocation by the ops. docs/models.md "Step capture and replay" gives the rul
 
 from __future__ import annotations
 
+import numpy as np
+
 from tilepy.models.capture_check import check, root, snapshot_key
 from tilepy.models.errors import CaptureError, user_loc
 from tilepy.models.kernels import launch as L
@@ -78,8 +80,8 @@ class _Graph:
 
     def __call__(self, args: tuple):
         for buf, a in zip(self.inputs, args):
-            if buf is not a and hasattr(buf, "shape"):
-                hooks_copy(buf, a)
+            if _buffered(buf):
+                _fill(buf, a)
         self.calls += 1
         if self.ops is not None:
             return self._replay()
@@ -94,8 +96,7 @@ class _Graph:
         if self.first is None:
             self.first = rec
             return out
-        check(self.first, rec, [root(_data(b)) for b in self.inputs if hasattr(b, "shape")],
-              out)
+        check(self.first, rec, [root(_data(b)) for b in self.inputs if _buffered(b)], out)
         self.ops, self.names, self.result, self.guards = build(rec, out)
         self.first = None
         self.owner.captures += 1
@@ -131,8 +132,6 @@ class _StaticTensor:
 def _static(a):
     """An input's static buffer: a C-contiguous copy of an array, a _StaticTensor for a
     Tensor, the value itself for anything else (part of the signature)."""
-    import numpy as np
-
     if isinstance(a, np.ndarray):
         return np.array(a, order="C", copy=True)
     if hasattr(a, "requires_grad") and hasattr(a, "data"):
@@ -140,13 +139,16 @@ def _static(a):
     return a
 
 
+def _buffered(b) -> bool:
+    """Whether an input is held in a static buffer (an array or a Tensor's array)."""
+    return isinstance(b, _StaticTensor) or type(b) is np.ndarray
+
+
 def _data(b):
     return getattr(b, "array", b)
 
 
-def hooks_copy(buf, a) -> None:
+def _fill(buf, a) -> None:
     """Copy a call's input into its static buffer (the signature guarantees shape/dtype)."""
-    import numpy as np
-
     dst = _data(buf)
     np.copyto(dst, a.data if hasattr(a, "requires_grad") else a)

@@ -274,3 +274,18 @@ def test_fit_with_capture_gives_the_eager_history_and_parameters(monkeypatch):
     assert len(replays) == 9  # 12 steps: 1 warm-up, 2 recorded
     assert len(runs[0][0]) == 12 and runs[0][0] == runs[1][0]
     assert _same_bits(runs[0][1], runs[1][1]) and runs[0][2] == runs[1][2]
+
+
+def test_other_arguments_are_part_of_the_signature_and_signatures_are_bounded():
+    model = _mlp()
+    inner, _ = _sgd_step(model)
+    step = capture(lambda x, y, k: inner(x, y), max_signatures=2)
+    data = _batches(4)
+    with tilepy.backend("jit"):
+        for x, y in data:
+            step(x, y, 1)
+        for x, y in data:
+            step(x, y, np.float32(2.0))
+        assert step.captures == 2 and step.replays == 2
+        with pytest.raises(CaptureError, match=r"3 different input signatures"):
+            step(*data[0], 3)
