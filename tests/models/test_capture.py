@@ -289,3 +289,14 @@ def test_other_arguments_are_part_of_the_signature_and_signatures_are_bounded():
         assert step.captures == 2 and step.replays == 2
         with pytest.raises(CaptureError, match=r"3 different input signatures"):
             step(*data[0], 3)
+
+
+def test_another_backend_makes_another_recording():
+    model = _mlp()
+    step = capture(_sgd_step(model)[0])
+    data = _batches(4, batch=2)
+    for name in ("jit", "interp"):
+        with tilepy.backend(name):
+            for x, y in data:
+                step(x, y)
+    assert step.captures == 2 and step.replays == 2
