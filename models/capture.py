@@ -100,7 +100,7 @@ class _Graph:
         self.ops, self.names, self.result, self.guards = build(rec, out)
         self.first = None
         self.owner.captures += 1
-        return out
+        return self.result()  # a copy: replays overwrite this recording's arrays
 
     def _args(self) -> list:
         return [getattr(b, "_tensor", b) for b in self.inputs]

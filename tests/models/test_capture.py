@@ -105,9 +105,12 @@ def test_returned_loss_is_a_fresh_array_each_call():
     model = _mlp()
     step = capture(_sgd_step(model)[0])
     data = _batches(6)
+    out, kept = [], []
     with tilepy.backend("jit"):
-        out = [step(x, y) for x, y in data]
-    kept = [o.data.copy() for o in out]
+        for x, y in data:
+            out.append(step(x, y))
+            kept.append(out[-1].data.copy())
+    assert step.replays == 3
     assert all(o.data.tobytes() == k.tobytes() for o, k in zip(out, kept))
     assert len({id(o.data) for o in out}) == len(out)
     assert not out[-1].requires_grad
