@@ -303,3 +303,22 @@ def test_another_backend_makes_another_recording():
             for x, y in data:
                 step(x, y)
     assert step.captures == 2 and step.replays == 2
+
+
+def test_batch_norm_running_statistics_replay_on_the_interpreter():
+    rng = np.random.default_rng(0)
+    data = [(rng.standard_normal((4, 1, 4, 4)).astype(np.float32),
+             rng.integers(0, 10, 4).astype(np.int32)) for _ in range(5)]
+    runs = []
+    for captured in (False, True):
+        nn.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.BatchNorm2d(2), nn.ReLU(),
+                              nn.Flatten(), nn.Linear(32, 10))
+        step, _ = _sgd_step(model)
+        run = capture(step) if captured else step
+        with tilepy.backend("interp"):
+            losses = [run(x, y).data.copy() for x, y in data]
+        runs.append(losses + [p.data.copy() for p in model.parameters()] +
+                    [b.copy() for _, b in model.named_buffers()])
+    assert run.replays == 2 and len(runs[0]) == 5 + 6 + 2
+    assert _same_bits(runs[0], runs[1])
