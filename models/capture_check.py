@@ -66,7 +66,7 @@ def _outputs(kernel) -> frozenset:
 def _what(step) -> str:
     if step[0] == "launch":
         return f"kernel '{step[1].func.name}'"
-    if step[0] in ("host", "call"):
+    if step[0] in ("host", "call", "fill"):
         return f"'{getattr(step[1], '__qualname__', step[1])}'"
     if step[0] == "return":
         return "the step's returned value"
@@ -74,7 +74,7 @@ def _what(step) -> str:
 
 
 def _same_ops(a: list, b: list) -> None:
-    if len(a) != len(b) or any(x[0] != y[0] or (x[0] in ("launch", "host", "call") and
+    if len(a) != len(b) or any(x[0] != y[0] or (x[0] in ("launch", "host", "fill", "call") and
                                                    x[1] is not y[1]) for x, y in zip(a, b)):
         i = next((k for k, (x, y) in enumerate(zip(a, b)) if x[0] != y[0] or x[1] is not y[1]),
                  min(len(a), len(b)))
@@ -110,11 +110,11 @@ class _Known:
         if id(rb) in self.ids or (isinstance(xa, np.ndarray) and root(xa) is rb):
             return
         raise CaptureError(
-            f"{_what(step)} reads an array (argument {j}, shape {xb.shape}, dtype "
-            f"{xb.dtype}) made anew on the host at each call; replay would reuse a stale "
+            f"{_what(step)} reads an array (argument {j}, shape {rb.shape}, dtype "
+            f"{rb.dtype}) made anew on the host at each call; replay would reuse a stale "
             f"copy", step[-1],
-            hint="compute it with tensor ops or pass it to the step as an input; a "
-                 "random key (dropout) or a value computed in Python cannot be replayed")
+            hint="compute it with tensor ops or pass it to the step as an input (values "
+                 "computed in numpy or Python are not recomputed on replay)")
 
 
 def check(a, b, inputs: list, out) -> None:
@@ -134,6 +134,10 @@ def check(a, b, inputs: list, out) -> None:
             src = -2
             known.need(sa[src], sb[src], sb, 0)
             known.add(sb[-3])
+        elif kind == "fill":
+            for j, (xa, xb) in enumerate(zip(sa[3], sb[3])):
+                known.need(xa, xb, sb, j + 1)
+            known.add(sb[2])
         else:
             args = list(sb[2]) + list(sb[3].values())
             args_a = list(sa[2]) + list(sa[3].values())

@@ -16,7 +16,8 @@ from tilepy.models.kernels import launch as L
 
 class Recording:
     """The steps of one recorded call, in order: tuples whose first item is the kind
-    ('launch', 'copy', 'grad', 'host', 'call') and whose last is the user's line."""
+    ('launch', 'copy', 'grad', 'host', 'fill', 'call') and whose last is the user's
+    line."""
 
     def __init__(self):
         self.steps: list[tuple] = []
@@ -37,6 +38,9 @@ class Recording:
 
     def host(self, fn, args, kwargs) -> None:
         self.steps.append(("host", fn, args, kwargs, user_loc()))
+
+    def fill(self, fn, out, args) -> None:
+        self.steps.append(("fill", fn, out, args, user_loc()))
 
     def call(self, fn, args, kwargs, out) -> None:
         self.steps.append(("call", fn, args, kwargs, out, user_loc()))
@@ -91,6 +95,8 @@ def build(rec: Recording, out) -> tuple:
             call = functools.partial(_regrad, t, direct.get(id(dst), dst), src)
         elif kind == "host":
             call = functools.partial(step[1], *step[2], **step[3])
+        elif kind == "fill":
+            call = functools.partial(step[1], step[2], *step[3])
         else:
             call = functools.partial(_recall, *step[1:5])
         ops.append((call, None))

@@ -73,6 +73,15 @@ def replayed_call(fn, *args, **kwargs):
     return out
 
 
+def filled(fn, out: np.ndarray, *args) -> np.ndarray:
+    """fn(out, *args): host code that fills `out` (a random key drawn from a host
+    generator); on replay called again, so `out` holds what the eager step would put."""
+    fn(out, *args)
+    if ACTIVE and not ACTIVE[-1].paused:
+        ACTIVE[-1].fill(fn, out, args)
+    return out
+
+
 def host_read(what: str) -> None:
     """A value is being read on the host (a captured step refuses it)."""
     if ACTIVE and not ACTIVE[-1].paused:

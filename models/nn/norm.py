@@ -14,7 +14,7 @@ from tilepy.models.kernels import dropout as D
 from tilepy.models.kernels import embedding as Em
 from tilepy.models.kernels import norms as N
 from tilepy.models.kernels.launch import launch
-from tilepy.models.kernels.record import contiguous
+from tilepy.models.kernels.record import contiguous, filled
 from tilepy.models.nn import init
 from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
@@ -115,6 +115,11 @@ def _running(stat: np.ndarray, batch: np.ndarray, momentum: float, unbias: float
              K.unary(batch, "affine", momentum * unbias, 0.0), "add", out=stat)
 
 
+def _draw_key(key: np.ndarray, seed: int | None) -> None:
+    """key = (seed, 0), the seed drawn from nn.manual_seed's generator unless given."""
+    key[0], key[1] = init.seed() if seed is None else seed, 0
+
+
 def embedding(idx, weight: Tensor, who: object = "embedding") -> Tensor:
     """weight[idx] for an integer array idx of any shape; the gradient touches only the
     rows that occur (summed per row in position order by one kernel)."""
@@ -155,8 +160,8 @@ def dropout(x, p: float = 0.5, training: bool = True, seed: int | None = None) -
         return x
     if is_narrow(x):  # the 1/(1-p) scale in float32
         return in_float32(dropout, x, p, training, seed)
-    key = np.array([init.seed() if seed is None else seed, 0], np.uint32)
-    params = np.array([p, 1.0 / (1.0 - p)], x.dtype)
+    key = filled(_draw_key, np.empty(2, np.uint32), seed)  # drawn again on replay
+    params = K.const((p, 1.0 / (1.0 - p)), x.dtype)
 
     def apply(a: np.ndarray) -> np.ndarray:
         out = np.empty(a.shape, a.dtype)

@@ -167,10 +167,30 @@ def test_arrays_made_on_the_host_each_call_are_refused():
     model = _mlp()
 
     def step(x, y):
-        h = F.dropout(model(x), 0.5)  # a fresh random key per call
-        return F.cross_entropy(h, y)
-    _refused(step, r"kernel 'dropout' reads an array \(argument 1, shape \(2,\), dtype uint32"
-                   r"\) made anew on the host")
+        keep = Tensor((np.abs(x[:, :10]) > 0.5).astype(np.float32))  # a mask made in numpy
+        return F.cross_entropy(model(x) * keep, y)
+    _refused(step, r"kernel 'binary' reads an array \(argument 1, shape \(8, 10\), dtype "
+                   r"float32\) made anew on the host")
+
+
+def test_dropout_draws_its_keys_again_on_replay():
+    data = _batches(5, batch=2)
+    runs = []
+    for captured in (False, True):
+        model = _mlp(width=8)
+        opt = optim.SGD(model.parameters(), 0.1)
+
+        def step(x, y, model=model, opt=opt):
+            loss = F.cross_entropy(F.dropout(model(x), 0.5), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        run = capture(step) if captured else step
+        with tilepy.backend("interp"):
+            runs.append([run(x, y).data.copy() for x, y in data] +
+                        [p.data.copy() for p in model.parameters()])
+    assert run.replays == 2 and _same_bits(runs[0], runs[1])
 
 
 def test_data_dependent_control_flow_is_refused():
