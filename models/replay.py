@@ -1,6 +1,6 @@
 """What a captured step records (`Recording`: launches, host copies, gradient bindings,
-whole host operations, library calls) and how a checked recording becomes the replay
-(`build`: bound launches and host callables, the returned value's copier, the guards
+whole host operations, host fills, library calls) and how a checked recording becomes
+the replay (`build`: bound launches and host callables, the returned value's copier, the guards
 that say whether the recording still applies).
 """
 

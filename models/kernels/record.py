@@ -1,7 +1,8 @@
 """The hooks through which a training step is recorded for capture and replay
 (models/capture.py): the active recorder, and the calls ops, autograd and optimisers make
 to it for the work they do outside launch(): host copies, whole host operations (an
-optimiser step, a schedule, clipping), library calls and host reads of values.
+optimiser step, a schedule, clipping), host fills (a random key), library calls and host
+reads of values.
 With no recorder active each hook is one list test.
 """
 
