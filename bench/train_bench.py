@@ -7,7 +7,7 @@ feed-forward 256, GELU; torch's TransformerEncoderLayer with norm_first=True), t
 over the tokens, Linear(64, 10).
 
     .venv/bin/python bench/train_bench.py [--steps 200] [--rounds 5] [--threads 2]
-        [--models mlp,lenet,transformer] [--fast]
+        [--models mlp,lenet,transformer] [--fast] [--capture]
 
 Each side runs SGD with momentum 0.9 and Adam (tilepy.models.optim: one fused kernel
 launch per step). Rounds interleave the competitors. The first tilepy step (kernel
@@ -42,7 +42,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import tilepy  # noqa: E402
-from tilepy.models import nn, optim  # noqa: E402
+from tilepy.models import capture, nn, optim  # noqa: E402
 from tilepy.models.kernels.launch import profile  # noqa: E402
 from tilepy.models.zoo import lenet5, mlp  # noqa: E402
 
@@ -71,19 +71,24 @@ def _data(shape, batch=64, seed=0):
             rng.integers(0, 10, batch).astype(np.int32))
 
 
-def tilepy_runner(make, shape, adam=False, fast=False):
+def tilepy_runner(make, shape, adam=False, fast=False, captured=False):
     nn.manual_seed(0)
     model = make()
     opt = (optim.Adam(model.parameters(), 1e-3) if adam
            else optim.SGD(model.parameters(), 0.01, momentum=0.9))
     x, y = _data(shape)
 
+    def body(x, y):
+        loss = F.cross_entropy(model(x), y)
+        model.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    run = capture(body) if captured else body
+
     def step():
         with tilepy.backend("jit", fast=True) if fast else contextlib.nullcontext():
-            loss = F.cross_entropy(model(x), y)
-            model.zero_grad()
-            loss.backward()
-            opt.step()
+            run(x, y)
     return step
 
 
@@ -206,16 +211,25 @@ def bench(kind, args):
     step()
     first = time.perf_counter() - t0
     adam = tilepy_runner(make, shape, adam=True, fast=args.fast)
-    warm(step, args.warmup)
-    warm(adam, args.warmup)
+    mine = {"tilepy": step, "tilepy Adam": adam}
+    if args.capture:
+        mine["tilepy capture"] = tilepy_runner(make, shape, fast=args.fast, captured=True)
+        mine["tilepy Adam capture"] = tilepy_runner(make, shape, adam=True, fast=args.fast,
+                                                    captured=True)
+    for fn in mine.values():
+        warm(fn, args.warmup)
     sides = _torch_sides(kind, args)
-    rows: dict = {"tilepy": [], "tilepy Adam": []}
-    kern, launches = [], 0
+    rows: dict = {name: [] for name in mine}
+    kern: dict = {"tilepy": [], "tilepy capture": []}
+    launches = 0
     for _ in range(args.rounds):
-        r, cpu, k, launches = split(step, args.steps)
-        rows["tilepy"].append((r, cpu))
-        kern.append(k)
-        rows["tilepy Adam"].append(rate(adam, args.steps))
+        for name, fn in mine.items():
+            if name in kern:
+                r, cpu, k, launches = split(fn, args.steps)
+                kern[name].append(k)
+                rows[name].append((r, cpu))
+            else:
+                rows[name].append(rate(fn, args.steps))
         for side in sides:
             for name, v in side.round(args.steps).items():
                 rows.setdefault(name, []).append(v)
@@ -223,17 +237,23 @@ def bench(kind, args):
         side.close()
     best = {k: max(v) for k, v in rows.items()}
     med = {k: statistics.median(r for r, _ in v) for k, v in rows.items()}
-    per_step = 1.0 / best["tilepy"][0]
-    k = min(kern)
     print(f"\n{kind} batch 64: first step {first:.2f} s (compiles or cache loads)")
-    print(f"  tilepy SGD    best {best['tilepy'][0]:8.1f} steps/s (median {med['tilepy']:.1f}; "
-          f"{per_step * 1e3:.3f} ms/step: kernels {k * 1e3:.3f} ms in {launches:.0f} "
-          f"launches, the rest {(per_step - k) * 1e3:.3f} ms Python)")
+    for name, ks in kern.items():
+        if not ks:
+            continue
+        per_step, k = 1.0 / best[name][0], min(ks)
+        label = "tilepy SGD" + name[6:]
+        print(f"  {label:18s} best {best[name][0]:8.1f} steps/s (median {med[name]:.1f}; "
+              f"{per_step * 1e3:.3f} ms/step: kernels {k * 1e3:.3f} ms in {launches:.0f} "
+              f"launches, the rest {(per_step - k) * 1e3:.3f} ms Python)")
     for name in rows:
-        if name != "tilepy":
+        if name not in kern:
             r, cpu = best[name]
-            print(f"  {name:13s} best {r:8.1f} steps/s (median {med[name]:.1f}; CPU "
-                  f"{cpu * 1e3:.3f} ms/step)  tilepy SGD / it = {best['tilepy'][0] / r:.2f}x")
+            vs = f"tilepy SGD / it = {best['tilepy'][0] / r:.2f}x"
+            if "tilepy capture" in best:
+                vs += f", captured {best['tilepy capture'][0] / r:.2f}x"
+            print(f"  {name:18s} best {r:8.1f} steps/s (median {med[name]:.1f}; CPU "
+                  f"{cpu * 1e3:.3f} ms/step)  {vs}")
 
 
 def main() -> int:
@@ -254,6 +274,9 @@ def main() -> int:
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="torch's threads, if not --threads (torch's two-thread convolution "
                     "backward is far slower than its one-thread one on a busy machine)")
+    ap.add_argument("--capture", action="store_true",
+                    help="also run tilepy's steps captured and replayed "
+                         "(tilepy.models.capture), as rows of their own beside eager")
     ap.add_argument("--torch-worker", metavar="ROW", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_worker:

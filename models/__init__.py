@@ -14,3 +14,7 @@ from tilepy.models import data, optim, training  # noqa: E402
 from tilepy.models.training import fit, load, save  # noqa: E402
 
 __all__ += ["data", "fit", "load", "optim", "save", "training"]
+
+from tilepy.models.capture import Capture, capture  # noqa: E402
+
+__all__ += ["Capture", "capture"]

@@ -10,6 +10,8 @@ import contextvars
 
 import numpy as np
 
+from tilepy.models.kernels.record import leaf_grad
+
 _GRAD = contextvars.ContextVar("tilepy_models_grad", default=True)
 
 
@@ -81,7 +83,7 @@ def backward(root, grad: np.ndarray) -> None:
         node = t._node
         if node is None:  # a leaf: accumulate into .grad (its own array, never shared)
             if t.grad is None:
-                t.grad = np.array(g, dtype=t.data.dtype, copy=True)
+                leaf_grad(t, g)
             else:
                 _add(t.grad, g, out=t.grad)
             continue

@@ -24,3 +24,8 @@ def user_loc() -> Loc:
 
 def model_error(message: str, hint: str | None = None) -> ModelError:
     return ModelError(message, user_loc(), hint=hint)
+
+
+class CaptureError(ModelError):
+    """A training step cannot be captured for replay (models/capture.py), or a replay's
+    assumptions no longer hold."""

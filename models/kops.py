@@ -13,6 +13,7 @@ from tilepy.kernels.gemm import gemm
 from tilepy.kernels.reductions import row_reduce
 from tilepy.models.kernels import elementwise as E
 from tilepy.models.kernels.launch import fast_mode, launch
+from tilepy.models.kernels.record import contiguous
 
 _CODES: dict[int, np.ndarray] = {}
 
@@ -51,8 +52,36 @@ def params(a: float, b: float, dtype) -> np.ndarray:
     return arr
 
 
+_ONES: dict = {}
+_CONSTS: dict = {}
+
+
+def ones(shape: tuple, dtype) -> np.ndarray:
+    """A read-only array of ones (cached: the same array every step)."""
+    key = (shape, np.dtype(dtype))
+    arr = _ONES.get(key)
+    if arr is None:
+        if len(_ONES) > 256:
+            _ONES.clear()
+        arr = _ONES[key] = np.ones(shape, dtype)
+        arr.flags.writeable = False
+    return arr
+
+
+def const(values: tuple, dtype) -> np.ndarray:
+    """A read-only 1-d array of `values` (cached by value: the same array every step)."""
+    key = (tuple(values), np.dtype(dtype))
+    arr = _CONSTS.get(key)
+    if arr is None:
+        if len(_CONSTS) > 256:
+            _CONSTS.clear()
+        arr = _CONSTS[key] = np.array(values, dtype)
+        arr.flags.writeable = False
+    return arr
+
+
 def flat(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a).reshape(-1)
+    return contiguous(a).reshape(-1)
 
 
 _NAMES: dict = {}
@@ -104,8 +133,8 @@ def unary_bwd(x, y, g, op: str, a: float = 1.0) -> np.ndarray:
 def broadcast(a: np.ndarray, shape: tuple) -> np.ndarray:
     """`a` materialised at `shape` (a contiguous copy when it broadcasts)."""
     if a.shape == tuple(shape):
-        return np.ascontiguousarray(a)
-    return np.ascontiguousarray(np.broadcast_to(a, shape))
+        return contiguous(a)
+    return contiguous(np.broadcast_to(a, shape))
 
 
 _SHAPES: dict = {}  # (shape, shape) -> their broadcast shape
@@ -125,7 +154,7 @@ def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None)
     """x op y with numpy broadcasting; `out` may be x itself (in-place accumulation)."""
     if x.shape == y.shape:
         shape = x.shape
-        xs, ys = np.ascontiguousarray(x), np.ascontiguousarray(y)
+        xs, ys = contiguous(x), contiguous(y)
     elif y.ndim == 1 and x.ndim > 1 and y.shape[0] == x.shape[-1] and fast_mode():
         return _binary_rows(x, y, op, out)
     else:
@@ -144,8 +173,8 @@ def _binary_rows(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None):
     if out is None:
         out = np.empty(x.shape, x.dtype)
     n = x.shape[-1]
-    launch(kernel(E.binary_rows, dtype=x.dtype), np.ascontiguousarray(x).reshape(-1, n),
-           np.ascontiguousarray(y), code(E.BINARY[op]), out.reshape(-1, n))
+    launch(kernel(E.binary_rows, dtype=x.dtype), contiguous(x).reshape(-1, n),
+           contiguous(y), code(E.BINARY[op]), out.reshape(-1, n))
     return out
 
 
@@ -163,7 +192,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             a, build["trans_A"] = a.T, True
         if _transposed(b):
             b, build["trans_B"] = b.T, True
-    launch(kernel(gemm, **build), np.ascontiguousarray(a), np.ascontiguousarray(b), out)
+    launch(kernel(gemm, **build), contiguous(a), contiguous(b), out)
     return out
 
 
@@ -178,13 +207,13 @@ def row_reduce2d(x: np.ndarray, kind: str) -> np.ndarray:
     c = compute(x.dtype)
     out = np.empty((x.shape[0],), c)
     launch(kernel(row_reduce, kind=kind, dtype=x.dtype, out_dtype=c),
-           np.ascontiguousarray(x), out)
+           contiguous(x), out)
     return convert(out, x.dtype)
 
 
 def _move_last(x: np.ndarray, axes: tuple) -> np.ndarray:
     keep = [i for i in range(x.ndim) if i not in axes]
-    moved = np.ascontiguousarray(np.transpose(x, keep + list(axes)))
+    moved = contiguous(np.transpose(x, keep + list(axes)))
     rows = math.prod([x.shape[i] for i in keep])
     return moved.reshape(rows, -1)
 
@@ -195,8 +224,8 @@ def reduce(x: np.ndarray, axes: tuple, kind: str, keepdims: bool) -> np.ndarray:
     one BLAS call instead of a transposed copy and a row reduction."""
     k = len(axes)
     if kind == "sum" and 0 < k < x.ndim and axes == tuple(range(k)) and fast_mode():
-        x2 = np.ascontiguousarray(x).reshape(-1, math.prod(x.shape[k:]))
-        out = matmul(np.ones((1, x2.shape[0]), x.dtype), x2)
+        x2 = contiguous(x).reshape(-1, math.prod(x.shape[k:]))
+        out = matmul(ones((1, x2.shape[0]), x.dtype), x2)
     else:
         out = row_reduce2d(_move_last(x, axes), kind)
     shape = [1 if i in axes else n for i, n in enumerate(x.shape)]

@@ -10,7 +10,9 @@ import numpy as np
 from tilepy.models import autograd
 from tilepy.models import kops as K
 from tilepy.models.errors import model_error
+from tilepy.models.kernels import record as hooks
 from tilepy.models.kernels.elementwise import NARROW  # computed in float32, rounded once
+from tilepy.models.kernels.record import contiguous, copy_into
 from tilepy.models.tensor import Tensor
 
 FLOATS = ("float32", "float64", "bfloat16", "float16")  # dtypes tensors compute in
@@ -224,9 +226,9 @@ def amax(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:
 
     def bwd(g):
         keep = [i for i in range(x.ndim) if i not in axes]
-        gm = max_bwd(moved, m, np.ascontiguousarray(g).reshape(-1))
+        gm = max_bwd(moved, m, contiguous(g).reshape(-1))
         perm = keep + list(axes)
-        return (np.ascontiguousarray(np.transpose(
+        return (contiguous(np.transpose(
             gm.reshape([x.shape[i] for i in perm]), np.argsort(perm))),)
     return record(out, (x,), bwd, "max")
 
@@ -248,9 +250,9 @@ def permute(x: Tensor, axes) -> Tensor:
     if sorted(axes) != list(range(x.ndim)):
         raise model_error(f"permute: {axes} is not a permutation of the {x.ndim} "
                           f"dimensions of shape {x.shape}")
-    out = np.ascontiguousarray(np.transpose(x.data, axes))
+    out = contiguous(np.transpose(x.data, axes))
     inv = tuple(np.argsort(axes))
-    return record(out, (x,), lambda g: (np.ascontiguousarray(np.transpose(g, inv)),),
+    return record(out, (x,), lambda g: (contiguous(np.transpose(g, inv)),),
                   "permute")
 
 
@@ -267,11 +269,11 @@ def getitem(x: Tensor, index) -> Tensor:
     if not _basic(index):
         raise model_error("indexing a Tensor takes ints, slices, None and ... only",
                           hint="use nn.functional.embedding for gathers by an index array")
-    out = np.ascontiguousarray(x.data[index])
+    out = contiguous(x.data[index])
 
     def bwd(g):
-        gx = np.zeros(x.shape, x.dtype)
-        gx[index] = g  # distinct elements: a move, no arithmetic
+        gx = np.zeros(x.shape, x.dtype)  # the rest stays zero (never written)
+        copy_into(gx[index], g)  # distinct elements: a move, no arithmetic
         return (gx,)
     return record(out, (x,), bwd, "getitem")
 
@@ -288,8 +290,13 @@ def cat(tensors, dim: int = 0) -> Tensor:
     except ValueError as e:
         raise model_error(f"cat: shapes {[t.shape for t in ts]} do not join along "
                           f"dimension {dim} ({e})") from None
+    if hooks.ACTIVE:  # a captured step: the same copies, recorded for replay
+        at = [slice(None)] * out.ndim
+        for t, hi in zip(ts, np.cumsum([t.shape[dim] for t in ts])):
+            at[dim] = slice(hi - t.shape[dim], hi)
+            copy_into(out[tuple(at)], t.data)
     cuts = np.cumsum([t.shape[dim] for t in ts])[:-1]
 
     def bwd(g):
-        return tuple(np.ascontiguousarray(p) for p in np.split(g, cuts, axis=dim))
+        return tuple(contiguous(p) for p in np.split(g, cuts, axis=dim))
     return record(out, tuple(ts), bwd, "cat")

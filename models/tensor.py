@@ -13,6 +13,7 @@ import numpy as np
 
 from tilepy.models import autograd
 from tilepy.models.errors import model_error
+from tilepy.models.kernels import record as hooks
 
 
 def floating(dtype) -> bool:
@@ -56,9 +57,13 @@ class Tensor:
         return self._node is None
 
     def numpy(self) -> np.ndarray:
+        if hooks.ACTIVE:
+            hooks.host_read("Tensor.numpy()")
         return self.data
 
     def item(self) -> float:
+        if hooks.ACTIVE:
+            hooks.host_read("Tensor.item()")
         return self.data.item()
 
     def detach(self) -> "Tensor":

@@ -15,6 +15,7 @@ launch's gemm tiles already run on Numba's threads: docs/perf-log.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections import defaultdict
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from tilepy.backend import _current, current, run
 from tilepy.ir.expr import Var
+from tilepy.models.kernels import record as hooks
 
 # _current (the backend context) is read directly on every launch: current() also
 # consults the environment each time.
@@ -88,6 +90,8 @@ def _plan(kernel) -> tuple:
 def launch(kernel, *arrays: np.ndarray) -> None:
     """Run `kernel` (a tilepy Kernel) on all its arrays, outputs included, in parameter
     order; outputs are written in place. Symbolic sizes are read from the arrays."""
+    if hooks.ACTIVE:
+        hooks.ACTIVE[-1].launch(kernel, arrays)
     if _PROFILE:
         t0 = time.perf_counter()
         _launch(kernel, arrays)
@@ -125,6 +129,50 @@ def _launch(kernel, arrays) -> None:
     func = kernel.func
     run(func, {p.name: a for p, a in zip(func.params, arrays)},
         {v.name: n for v, n in zip(func.sizes, sizes)})
+
+
+def bound(kernel, arrays) -> tuple:
+    """(a no-argument callable that repeats this launch on these arrays under the current
+    backend, whether it is big: True/False on the JIT, None elsewhere) for replay."""
+    _, where, compiled = _plan(kernel)
+    sizes = [arrays[i].shape[d] for i, d in where]
+    chosen = _current.get()
+    name, options = current() if chosen is None else chosen
+    if name != "jit" or (options and options != _FAST):
+        return functools.partial(_launch, kernel, tuple(arrays)), None
+    fast = bool(options)
+    if compiled[fast] is None:
+        compiled[fast] = _compile(kernel, fast)
+    fn, views, blas = compiled[fast]
+    if views is not None:
+        arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
+    big = any(a.size >= GRAIN for a in arrays)
+    if blas:
+        return functools.partial(blas, fn, *arrays, *sizes), big
+    return functools.partial(fn, *arrays, *sizes), big
+
+
+def replay(ops: list) -> None:
+    """Run bound launches and host callables [(callable, big or None)] in order, setting
+    Numba's thread count before each launch as launch() would."""
+    state = _THREADS
+    for call, big in ops:
+        if big is not None and big is not state[2]:
+            _threads(big)
+        call()
+
+
+def replay_profiled(ops: list, names: list) -> None:
+    """replay() recording each launch's seconds in the active profile() under its name."""
+    for (call, big), name in zip(ops, names):
+        if big is not None and big is not _THREADS[2]:
+            _threads(big)
+        t0 = time.perf_counter()
+        call()
+        if name is not None:
+            entry = _PROFILE[-1][name]
+            entry[0] += 1
+            entry[1] += time.perf_counter() - t0
 
 
 def _compile(kernel, fast: bool) -> tuple:

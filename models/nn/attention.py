@@ -17,6 +17,7 @@ from tilepy.kernels.attn_layout import DTYPES
 from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import attention as A
+from tilepy.models.kernels import record as hooks
 from tilepy.models.kernels.launch import launch, timed
 from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
@@ -32,21 +33,21 @@ def softmax(x, dim: int = -1) -> Tensor:
     if dim not in (-1, x.ndim - 1):
         raise model_error(f"softmax: only the last dimension is supported; got dim={dim} for "
                           f"shape {x.shape}", hint="move the axis last with permute()")
-    x2 = np.ascontiguousarray(x.data).reshape(-1, x.shape[-1])
+    x2 = hooks.contiguous(x.data).reshape(-1, x.shape[-1])
     y = np.empty(x2.shape, x.dtype)
     launch(K.kernel(A.softmax_fwd, dtype=x.dtype), x2, y)
 
     def bwd(g):
         dx = np.empty(y.shape, y.dtype)
         launch(K.kernel(A.softmax_bwd, dtype=y.dtype), y,
-               np.ascontiguousarray(g).reshape(y.shape), dx)
+               hooks.contiguous(g).reshape(y.shape), dx)
         return (dx.reshape(x.shape),)
     return record(y.reshape(x.shape), (x,), bwd, "softmax")
 
 
 def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = np.empty((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
-    launch(K.kernel(A.bmm, dtype=a.dtype), np.ascontiguousarray(a), np.ascontiguousarray(b),
+    launch(K.kernel(A.bmm, dtype=a.dtype), hooks.contiguous(a), hooks.contiguous(b),
            out)
     return out
 
@@ -104,12 +105,12 @@ def _flash(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     q4, k4, v4 = (x.data.reshape(-1, 1, *x.shape[-2:]) for x in (q, k, v))
     b = _block(q4, k4)
     with timed("attention_fwd (library)"):
-        o, lse = attention(q4, k4, v4, causal, block_M=b, block_N=b)
+        o, lse = hooks.replayed_call(attention, q4, k4, v4, causal, block_M=b, block_N=b)
 
     def bwd(g):
         with timed("attention_bwd (library)"):
-            grads = attention_backward(q4, k4, v4, o, lse, g.reshape(q4.shape), causal,
-                                       block=b)
+            grads = hooks.replayed_call(attention_backward, q4, k4, v4, o, lse,
+                                        g.reshape(q4.shape), causal, block=b)
         return tuple(d.reshape(x.shape) for d, x in zip(grads, (q, k, v)))
     return record(o.reshape(q.shape), (q, k, v), bwd, "attention")
 

@@ -12,6 +12,7 @@ from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import conv as C
 from tilepy.models.kernels import pool as P
+from tilepy.models.kernels import record as hooks
 from tilepy.models.kernels.launch import launch
 from tilepy.models.kernels.xent import softmax_xent
 from tilepy.models.nn import padded
@@ -97,21 +98,26 @@ def cross_entropy(logits: Tensor, target) -> Tensor:
     m, c = logits.shape
     if labels.dtype.kind not in "iu":
         raise model_error(f"cross_entropy: labels must be integers; got dtype {labels.dtype}")
-    if labels.size and (labels.min() < 0 or labels.max() >= c):
-        raise model_error(f"cross_entropy: labels must lie in [0, {c}); got values from "
-                          f"{labels.min()} to {labels.max()}")
+    _labels_in_range(labels, c)
     if not 0 < c <= MAX_CLASSES:
         raise model_error(f"cross_entropy: supports 1 to {MAX_CLASSES} classes; got {c}")
     block_c = max(16, 1 << (c - 1).bit_length())
     loss = np.empty((1,), logits.dtype)
     dx = np.empty(logits.shape, logits.dtype)
     launch(softmax_xent(block_C=block_c, dtype=K.dtype_name(logits.dtype)),
-           np.ascontiguousarray(logits.data), labels.astype(np.int32), loss, dx)
+           hooks.contiguous(logits.data), hooks.astype(labels, np.dtype(np.int32)), loss, dx)
 
     def bwd(g):
         a = float(g.reshape(-1)[0])
         return (dx if a == 1.0 else K.unary(dx, "affine", a, 0.0),)
     return record(loss.reshape(()), (logits,), bwd, "cross_entropy")
+
+
+@hooks.host_op  # a captured step checks each call's labels
+def _labels_in_range(labels: np.ndarray, c: int) -> None:
+    if labels.size and (labels.min() < 0 or labels.max() >= c):
+        raise model_error(f"cross_entropy: labels must lie in [0, {c}); got values from "
+                          f"{labels.min()} to {labels.max()}")
 
 
 def _pair(v, name: str) -> int:
@@ -141,9 +147,9 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         raise model_error(f"{who}: input {x.shape} is smaller than the {kh}x{kw} kernel "
                           f"(padding {p})")
     d = K.dtype_name(x.dtype)
-    S = np.array([s, p, 1], np.int32)  # stride, padding, dilation
-    xd = np.ascontiguousarray(x.data)
-    b = bias.data if bias is not None else np.zeros((f,), x.dtype)
+    S = K.const((s, p, 1), np.int32)  # stride, padding, dilation
+    xd = hooks.contiguous(x.data)
+    b = bias.data if bias is not None else K.const((0,) * f, x.dtype)
     if groups == 1:
         y = padded.conv(padded.pad(xd, p), weight.data, b, s, (oh, ow))
     else:
@@ -151,7 +157,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         launch(C.conv2d_fwd(dtype=d), xd, weight.data, b, S, y)
 
     def bwd(g):
-        g = np.ascontiguousarray(g)
+        g = hooks.contiguous(g)
         gx = gw = gb = None
         if x.requires_grad:
             gx = _dgrad(g, weight.data, x.shape, s, p, groups)
@@ -168,11 +174,12 @@ def _fwd(x: np.ndarray, w: np.ndarray, pad: int, out_hw: tuple) -> np.ndarray:
     """A stride-1 forward convolution (no bias) with the forward kernel (without groups
     conv2d_padded, which gives its bits)."""
     if x.shape[1] == w.shape[1]:
-        return padded.conv(padded.pad(x, pad), w, np.zeros((w.shape[0],), x.dtype), 1, out_hw)
+        return padded.conv(padded.pad(x, pad), w, K.const((0,) * w.shape[0], x.dtype), 1,
+                           out_hw)
     out = np.empty((x.shape[0], w.shape[0], *out_hw), x.dtype)
-    launch(K.kernel(C.conv2d_fwd, dtype=x.dtype), np.ascontiguousarray(x),
-           np.ascontiguousarray(w), np.zeros((w.shape[0],), x.dtype),
-           np.array([1, pad, 1], np.int32), out)
+    launch(K.kernel(C.conv2d_fwd, dtype=x.dtype), hooks.contiguous(x),
+           hooks.contiguous(w), K.const((0,) * w.shape[0], x.dtype),
+           K.const((1, pad, 1), np.int32), out)
     return out
 
 
@@ -185,7 +192,7 @@ def _dgrad(g, w, x_shape, stride: int, pad: int, groups: int) -> np.ndarray:
         flipped = flipped.reshape(groups * cg, f // groups, kh, kw)[:, :, ::-1, ::-1]
         return _fwd(g, flipped, kh - 1 - pad, x_shape[2:])
     gx = np.empty(x_shape, g.dtype)
-    launch(K.kernel(C.conv2d_dgrad, dtype=g.dtype), g, w, np.array([stride, pad, 1], np.int32),
+    launch(K.kernel(C.conv2d_dgrad, dtype=g.dtype), g, w, K.const((stride, pad, 1), np.int32),
            gx)
     return gx
 
@@ -195,9 +202,9 @@ def _wgrad(g, x, w_shape, stride: int, pad: int, groups: int) -> np.ndarray:
     channels as the batch, dY's planes as the filters); else conv2d_wgrad."""
     if stride == 1 and groups == 1:
         out = _fwd(x.transpose(1, 0, 2, 3), g.transpose(1, 0, 2, 3), pad, w_shape[2:])
-        return np.ascontiguousarray(out.transpose(1, 0, 2, 3))
+        return hooks.contiguous(out.transpose(1, 0, 2, 3))
     gw = np.empty(w_shape, g.dtype)
-    launch(K.kernel(C.conv2d_wgrad, dtype=g.dtype), g, x, np.array([stride, pad, 1], np.int32),
+    launch(K.kernel(C.conv2d_wgrad, dtype=g.dtype), g, x, K.const((stride, pad, 1), np.int32),
            gw)
     return gw
 
@@ -222,14 +229,14 @@ def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: object,
         raise model_error(f"{who}: input {x.shape} is smaller than the {k}x{k} window "
                           f"(padding {p})")
     d = K.dtype_name(x.dtype)
-    S = np.array([k, s, p, int(bool(count_include_pad))], np.int32)
+    S = K.const((k, s, p, int(bool(count_include_pad))), np.int32)
     y = np.empty((n, c, oh, ow), x.dtype)
     arg = np.empty((n, c, oh, ow), np.int32)
-    launch(P.pool2d_fwd(kind=kind, dtype=d), np.ascontiguousarray(x.data), S, y, arg)
+    launch(P.pool2d_fwd(kind=kind, dtype=d), hooks.contiguous(x.data), S, y, arg)
 
     def bwd(g):
         gx = np.empty(x.shape, x.dtype)
-        launch(P.pool2d_bwd(kind=kind, dtype=d), np.ascontiguousarray(g), arg, S, gx)
+        launch(P.pool2d_bwd(kind=kind, dtype=d), hooks.contiguous(g), arg, S, gx)
         return (gx,)
     return record(y, (x,), bwd, f"{kind}_pool2d")
 

@@ -11,6 +11,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tilepy.models.errors import model_error
+from tilepy.models.kernels import record as hooks
 from tilepy.models.ops import NARROW, cast, cast_hint
 from tilepy.models.tensor import Parameter, Tensor, floating
 
@@ -59,6 +60,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args, **kwargs):
+        if hooks.ACTIVE:  # a captured step: replay checks this module's train/eval mode
+            hooks.ACTIVE[-1].module(self)
         return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------ traversal
@@ -92,6 +95,7 @@ class Module:
             for name, b in m._buffers.items():
                 yield (f"{path}.{name}" if path else name), b
 
+    @hooks.host_op
     def zero_grad(self) -> None:
         for p in self.parameters():
             p.grad = None

@@ -14,6 +14,7 @@ from tilepy.models.kernels import dropout as D
 from tilepy.models.kernels import embedding as Em
 from tilepy.models.kernels import norms as N
 from tilepy.models.kernels.launch import launch
+from tilepy.models.kernels.record import contiguous, filled
 from tilepy.models.nn import init
 from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
@@ -22,17 +23,17 @@ from tilepy.models.tensor import Tensor
 def _rows(x: np.ndarray, eps: float, center: float):
     """(xhat, mean, var, rstd, cfg) of each row of a 2-d array."""
     m = x.shape[0]
-    cfg = np.array([eps, center], x.dtype)
+    cfg = K.const((eps, center), x.dtype)
     xhat = np.empty(x.shape, x.dtype)
     mean, var, rstd = (np.empty((m,), x.dtype) for _ in range(3))
-    launch(K.kernel(N.row_norm_fwd, dtype=x.dtype), np.ascontiguousarray(x), cfg, xhat, mean,
+    launch(K.kernel(N.row_norm_fwd, dtype=x.dtype), contiguous(x), cfg, xhat, mean,
            var, rstd)
     return xhat, mean, var, rstd, cfg
 
 
 def _rows_bwd(xhat, rstd, g, cfg) -> np.ndarray:
     dx = np.empty(xhat.shape, xhat.dtype)
-    launch(K.kernel(N.row_norm_bwd, dtype=xhat.dtype), xhat, rstd, np.ascontiguousarray(g),
+    launch(K.kernel(N.row_norm_bwd, dtype=xhat.dtype), xhat, rstd, contiguous(g),
            cfg, dx)
     return dx
 
@@ -73,7 +74,7 @@ def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6,
 
 
 def _channels_to_rows(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.moveaxis(a, 1, 0)).reshape(a.shape[1], -1)
+    return contiguous(np.moveaxis(a, 1, 0)).reshape(a.shape[1], -1)
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training: bool = True,
@@ -95,8 +96,8 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training: b
 
         def bwd(g):
             dx = _rows_bwd(xhat, rstd, _channels_to_rows(g), cfg)
-            return (np.ascontiguousarray(np.moveaxis(dx.reshape(moved), 0, 1)),)
-        y = record(np.ascontiguousarray(np.moveaxis(xhat.reshape(moved), 0, 1)), (x,), bwd,
+            return (contiguous(np.moveaxis(dx.reshape(moved), 0, 1)),)
+        y = record(contiguous(np.moveaxis(xhat.reshape(moved), 0, 1)), (x,), bwd,
                    "batch_norm")
         n = rows.shape[1]
         _running(running_mean, mean, momentum, 1.0)
@@ -112,6 +113,11 @@ def _running(stat: np.ndarray, batch: np.ndarray, momentum: float, unbias: float
     """stat = (1 - momentum) * stat + momentum * unbias * batch, in place (kernels)."""
     K.binary(K.unary(stat, "affine", 1.0 - momentum, 0.0),
              K.unary(batch, "affine", momentum * unbias, 0.0), "add", out=stat)
+
+
+def _draw_key(key: np.ndarray, seed: int | None) -> None:
+    """key = (seed, 0), the seed drawn from nn.manual_seed's generator unless given."""
+    key[0], key[1] = init.seed() if seed is None else seed, 0
 
 
 def embedding(idx, weight: Tensor, who: object = "embedding") -> Tensor:
@@ -136,7 +142,7 @@ def embedding(idx, weight: Tensor, who: object = "embedding") -> Tensor:
         starts = np.append(starts, flat.size).astype(np.int32)
         part = np.empty((rows.size, d), weight.dtype)
         launch(K.kernel(Em.embedding_bwd, dtype=weight.dtype),
-               np.ascontiguousarray(g).reshape(-1, d), order, starts, part)
+               contiguous(g).reshape(-1, d), order, starts, part)
         gw = np.zeros(weight.shape, weight.dtype)
         gw[rows] = part  # distinct rows: a move, no arithmetic
         return (gw,)
@@ -154,8 +160,8 @@ def dropout(x, p: float = 0.5, training: bool = True, seed: int | None = None) -
         return x
     if is_narrow(x):  # the 1/(1-p) scale in float32
         return in_float32(dropout, x, p, training, seed)
-    key = np.array([init.seed() if seed is None else seed, 0], np.uint32)
-    params = np.array([p, 1.0 / (1.0 - p)], x.dtype)
+    key = filled(_draw_key, np.empty(2, np.uint32), seed)  # drawn again on replay
+    params = K.const((p, 1.0 / (1.0 - p)), x.dtype)
 
     def apply(a: np.ndarray) -> np.ndarray:
         out = np.empty(a.shape, a.dtype)

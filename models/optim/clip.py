@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from tilepy.models.kernels import record as hooks
 from tilepy.models.optim.flat import dtype_name
 from tilepy.models.optim.kernels import compute_dtype, scale_kernel, sumsq_kernel
 from tilepy.models.training.errors import OptimizerError, user_loc
@@ -26,6 +27,7 @@ def _pack(grads: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return flat, np.arange(nb, dtype=np.int32) * BLOCK
 
 
+@hooks.host_op
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
                     error_if_nonfinite: bool = False) -> float:
     """Scale every gradient in place by min(1, max_norm / (total_norm + 1e-6)), where

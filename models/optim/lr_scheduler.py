@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import math
 
+from tilepy.models.kernels import record as hooks
 from tilepy.models.training.errors import OptimizerError, user_loc
 
 
@@ -28,6 +29,7 @@ class LRScheduler:
         """The learning rate after t steps of a group whose initial lr is `base`."""
         raise NotImplementedError
 
+    @hooks.host_op
     def step(self) -> None:
         self.last_epoch += 1
         for g, base in zip(self.optimizer.param_groups, self.base_lrs):

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from tilepy.models.kernels import record as hooks
 from tilepy.models.optim.flat import FlatBucket
 from tilepy.models.optim.kernels import cast_kernel, sumsq_kernel
 from tilepy.models.tensor import Parameter
@@ -63,12 +64,18 @@ class MixedPrecision:
 
     def scale_loss(self, loss):
         """loss * scale: backpropagate this so small gradients survive the narrow format."""
+        if self.scaler.enabled:
+            hooks.refuse("a dynamic loss scale (changed on the host when a gradient "
+                         "overflows)", "capture the step with the loss scaler off, or run "
+                         "it without capture")
         return self.scaler.scale_loss(loss)
 
+    @hooks.host_op
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params + self.masters:
             p.grad = None
 
+    @hooks.host_op
     def step(self, closure=None, clip_grad_norm: float | None = None) -> bool:
         """Apply one update unless a gradient is inf/NaN (then skip it and back off the
         scale). Returns whether the step was applied."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilepy.models.kernels import record as hooks
 from tilepy.models.optim.flat import FlatBucket, dtype_name
 from tilepy.models.training.errors import OptimizerError, user_loc
 
@@ -122,6 +123,7 @@ class Optimizer:
 
     # ------------------------------------------------------------------ the step
 
+    @hooks.host_op
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget the gradients (None), or zero them in place as views of the flat
         gradient buffer, which a backward pass may then accumulate into."""
@@ -137,6 +139,7 @@ class Optimizer:
             for p, view in zip(bucket.params, bucket.grad_views):
                 p.grad = view
 
+    @hooks.host_op
     def step(self, closure=None, shard: tuple[int, int] | None = None):
         """Update every parameter that has a gradient: one kernel launch per dtype.
         shard=(rank, world) updates only that rank's run of blocks of each flat buffer

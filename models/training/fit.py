@@ -134,22 +134,59 @@ def _train_step(model, loss_fn, optimizer, batch, clip, where: str) -> tuple[flo
     return value, out
 
 
+def _captured_step(model, loss_fn, optimizer, clip):
+    """_train_step without its host read of the loss, captured for replay."""
+    from tilepy.models.capture import capture
+    from tilepy.models.optim.clip import clip_grad_norm_
+
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+
+    def step(x, y):
+        optimizer.zero_grad()
+        out = model(x)
+        loss = loss_fn(out, y)
+        if not hasattr(loss, "backward"):
+            raise TrainingError(f"the loss function returned a {type(loss).__name__}; "
+                                "expected a Tensor with backward()", user_loc())
+        loss.backward()
+        if clip is not None:
+            clip_grad_norm_(params, clip)
+        optimizer.step()
+        return loss, out
+    return capture(step)
+
+
+def _replayed_step(captured, batch, where: str) -> tuple[float, object]:
+    """One captured step: (loss, output); a non-finite loss is reported after its update."""
+    loss, out = captured(*batch)
+    value = float(_array(loss))
+    if not math.isfinite(value):
+        raise TrainingError(f"the loss is {value} {where}", user_loc(),
+                            hint="lower the learning rate or clip gradients "
+                                 "(clip_grad_norm=1.0)")
+    return value, out
+
+
 def fit(model, loss_fn, optimizer, train_loader, epochs: int = 1, val_loader=None,
         metrics=("accuracy",), progress: bool = True, scheduler=None,
         scheduler_interval: str = "step", clip_grad_norm: float | None = None,
         max_steps: int | None = None, start_step: int = 0, log_path=None,
         checkpoint_path=None, checkpoint_every: int | None = None,
-        history: History | None = None) -> History:
+        history: History | None = None, capture: bool = False) -> History:
     """Train until `epochs` epochs (counted by the loader, so a resumed loader continues its
     epoch) or `max_steps` steps; evaluate on val_loader after each epoch. Checkpoints go to
     checkpoint_path every `checkpoint_every` steps (else after each epoch); the log (.csv or
-    .json) is rewritten after each epoch. Returns the History."""
+    .json) is rewritten after each epoch. Returns the History. `capture` replays the step
+    (tilepy.models.capture: the same bits; a NaN loss is then reported after its update;
+    an optimiser with a loss scaler runs eagerly)."""
     if scheduler_interval not in ("step", "epoch"):
         raise TrainingError(f"scheduler_interval must be 'step' or 'epoch'; got "
                             f"{scheduler_interval!r}", user_loc())
     run = _Run(model, loss_fn, optimizer, train_loader, scheduler, scheduler_interval,
                clip_grad_norm, list(metrics), max_steps, checkpoint_path, checkpoint_every,
                history if history is not None else History(), start_step)
+    if capture and getattr(optimizer, "scaler", None) is None:
+        run.captured = _captured_step(model, loss_fn, optimizer, clip_grad_norm)
     local_epoch = 0
     while True:
         epoch = getattr(train_loader, "epoch", local_epoch)
@@ -189,6 +226,7 @@ class _Run:
     checkpoint_every: int | None
     history: History
     step: int
+    captured: object = None  # the captured step (fit(capture=True)), else None
 
     def epoch(self, epoch: int, bar) -> tuple[dict, bool]:
         """Train over the loader's (remaining) batches: ({'losses', metric sums, 'seen'},
@@ -197,9 +235,12 @@ class _Run:
         stats = {"losses": [], "seen": 0, **{_name(m): 0.0 for m in self.metrics}}
         try:
             for batch in self.loader:
-                value, out = _train_step(self.model, self.loss_fn, self.optimizer, batch,
-                                         self.clip, f"at step {self.step + 1} (epoch "
-                                                    f"{epoch + 1})")
+                where = f"at step {self.step + 1} (epoch {epoch + 1})"
+                if self.captured is not None:
+                    value, out = _replayed_step(self.captured, batch, where)
+                else:
+                    value, out = _train_step(self.model, self.loss_fn, self.optimizer, batch,
+                                             self.clip, where)
                 self._record(epoch, batch, value, out, stats, bar)
                 if self.max_steps is not None and self.step >= self.max_steps:
                     return stats, True
