@@ -144,19 +144,41 @@ def _view(em: Emitter, op: Operand, lead: list[str], k: tuple[str, str],
     return f"{em.ref(op.region.buffer).name}[{', '.join(lead + sl)}]"
 
 
-def _decoded(em: Emitter, w: Writer, op: Operand, view: str) -> str:
-    """A narrow float operand's view decoded to a float32 array (exact), in parallel;
-    a plain operand's view as it is."""
-    dt = op.region.buffer.dtype
-    if em.ref(op.region.buffer).codec is None:
-        return view
-    src, out, i, j = (em.names.temp(h) for h in ("src", "f32", "i", "j"))
-    w.line(f"{src} = {view}")
-    w.line(f"{out} = np.empty(({src}.shape[0], {src}.shape[1]), np.float32)")
-    w.line(f"for {i} in prange({src}.shape[0]):")
-    w.line(f"    for {j} in range({src}.shape[1]):")
-    w.line(f"        {out}[{i}, {j}] = {em.decode(f'{src}[{i}, {j}]', dt)}")
+def _decoded(em: Emitter, w: Writer, pairs: list[tuple[Operand, str]]) -> list[str]:
+    """The operands' views, each narrow float one decoded to a float32 array (exact). When
+    both are narrow, one parallel loop runs over the rows of both: one start of the thread
+    pool instead of two, and one loop less to compile."""
+    out = [v for _, v in pairs]
+    todo = [n for n, (op, _) in enumerate(pairs) if em.ref(op.region.buffer).codec is not None]
+    srcs = []
+    for n in todo:
+        src, out[n] = em.names.temp("src"), em.names.temp("f32")
+        srcs.append(src)
+        w.line(f"{src} = {pairs[n][1]}")
+        w.line(f"{out[n]} = np.empty(({src}.shape[0], {src}.shape[1]), np.float32)")
+    if not todo:
+        return out
+    i = em.names.temp("i")
+    w.line(f"for {i} in prange({' + '.join(f'{s}.shape[0]' for s in srcs)}):")
+    with w.indent():
+        if len(todo) == 1:
+            _decode_row(em, w, pairs[todo[0]][0], srcs[0], out[todo[0]], i)
+            return out
+        w.line(f"if {i} < {srcs[0]}.shape[0]:")
+        with w.indent():
+            _decode_row(em, w, pairs[todo[0]][0], srcs[0], out[todo[0]], i)
+        w.line("else:")
+        with w.indent():
+            r = em.names.temp("r")
+            w.line(f"{r} = {i} - {srcs[0]}.shape[0]")
+            _decode_row(em, w, pairs[todo[1]][0], srcs[1], out[todo[1]], r)
     return out
+
+
+def _decode_row(em: Emitter, w: Writer, op: Operand, src: str, dst: str, row: str) -> None:
+    j = em.names.temp("j")
+    w.line(f"for {j} in range({src}.shape[1]):")
+    w.line(f"    {dst}[{row}, {j}] = {em.decode(f'{src}[{row}, {j}]', op.region.buffer.dtype)}")
 
 
 # ------------------------------------------------------------------ whole launches
@@ -212,7 +234,7 @@ def _whole_product(em: Emitter, w: Writer, lg: LaunchGemm, grid: list[str]) -> N
     av = _view(em, kl.a, la, (f"{ka} + {tlo}", f"{ka} + {thi}"), ("0", ma))
     bv = _view(em, kl.b, lb, (f"{kb} + {tlo}", f"{kb} + {thi}"), ("0", nb))
     w.depth += 1
-    av, bv = _decoded(em, w, kl.a, av), _decoded(em, w, kl.b, bv)
+    av, bv = _decoded(em, w, [(kl.a, av), (kl.b, bv)])
     w.depth -= 1
     w.line(f"    _gemm_acc({av}, {bv}, {cv}[:{ma}, :{nb}], {kl.gemm.transpose_a}, "
            f"{kl.gemm.transpose_b}, 0.0 if ({ma} == {mc} and {nb} == {nc}) else 1.0)")

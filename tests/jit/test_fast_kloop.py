@@ -90,6 +90,14 @@ def test_narrow_library_gemm_launch_decodes_then_is_one_product(dt, ta, tb, tier
         _within(got, want, *_ops(a, b, ta, tb), "float32")
 
 
+def test_both_narrow_operands_are_decoded_in_one_parallel_loop():
+    """Two narrow operands share one parallel decode loop (one start of the thread pool per
+    call, not two); the values are checked by the test above."""
+    src = jit.compile(gemm(32, 32, 16, "bfloat16", "float32", "float32").func, fast=True,
+                      tier="py").source
+    assert src.count("in prange(") == 1 and src.count("_dec_bfloat16(") == 2
+
+
 def epilogue_gemm(bm, bn, bk, ta, tb, dt="float32", scale_tile=False):
     """gemm + relu before the copy out (so the launch is not a bare product) that also
     writes the A tile the k loop left (`Last`), which the fused loop must reproduce;
