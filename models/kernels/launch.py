@@ -32,6 +32,7 @@ GRAIN = 1 << 17
 _THREADS = [0, 0, None]
 _PROFILE: list = []  # the innermost profile() record, when one is active
 _FAST = {"fast": True}
+_GRAINS: dict[int, tuple] = {}  # id(kernel) -> (kernel, its grain): set_grain's overrides
 
 
 @contextlib.contextmanager
@@ -110,9 +111,10 @@ def _launch(kernel, arrays) -> None:
         fn, views, blas = compiled[fast]
         if views is not None:
             arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
+        grain = _GRAINS[id(kernel)][1] if _GRAINS and id(kernel) in _GRAINS else GRAIN
         big = False
         for a in arrays:
-            if a.size >= GRAIN:
+            if a.size >= grain:
                 big = True
                 break
         if big != _THREADS[2]:
@@ -125,6 +127,12 @@ def _launch(kernel, arrays) -> None:
     func = kernel.func
     run(func, {p.name: a for p, a in zip(func.params, arrays)},
         {v.name: n for v, n in zip(func.sizes, sizes)})
+
+
+def set_grain(kernel, elements: int) -> None:
+    """Launches of `kernel` use all of Numba's threads from `elements` (its largest
+    array's size) on, instead of GRAIN: for kernels with much work per element."""
+    _GRAINS[id(kernel)] = (kernel, elements)
 
 
 def _compile(kernel, fast: bool) -> tuple:
