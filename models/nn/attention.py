@@ -112,6 +112,24 @@ def _flash(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     return record(o.reshape(q.shape), (q, k, v), bwd, "attention")
 
 
+def packed_attention(qkv: Tensor, is_causal: bool = False) -> Tensor:
+    """scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]) for a (3, ..., L, d) qkv, as
+    one op: its gradient is the three gradients side by side (with three selections,
+    each would be scattered into zeros and the three summed)."""
+    qkv = as_tensor(qkv)
+    if qkv.ndim < 4 or qkv.shape[0] != 3 or K.dtype_name(qkv.dtype) not in FLASH_DTYPES:
+        return scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal)
+    q4, k4, v4 = (np.ascontiguousarray(qkv.data[i]).reshape(-1, 1, *qkv.shape[-2:])
+                  for i in range(3))
+    b = _block(q4, k4)
+    o, lse = flash_forward(q4, k4, v4, is_causal, b)
+
+    def bwd(g):
+        grads = flash_backward(q4, k4, v4, o, lse, g.reshape(q4.shape), is_causal, b)
+        return (np.stack(grads).reshape(qkv.shape),)
+    return record(o.reshape(qkv.shape[1:]), (qkv,), bwd, "attention")
+
+
 def _composed(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor:
     perm = tuple(range(k.ndim - 2)) + (k.ndim - 1, k.ndim - 2)
     scores = bmm(q, k.permute(perm)) * (1.0 / float(np.sqrt(q.shape[-1])))

@@ -137,3 +137,25 @@ def test_attention_op_launches_the_library_kernels_directly_with_their_bits(caus
     got = (out.numpy(), tq.grad, tk.grad, tv.grad)
     for a, b in zip(got, want):
         assert a.tobytes() == b.reshape(a.shape).tobytes()
+
+
+def test_packed_attention_is_the_three_selections_bits_without_summing_their_gradients():
+    """packed_attention(qkv) (MultiheadAttention's self-attention) gives the output and
+    qkv gradient of attending to qkv[0], qkv[1], qkv[2], and its backward launches no
+    binary kernel (three selections' gradients were scattered into zeros and added)."""
+    from tilepy.models.kernels.launch import profile
+    from tilepy.models.nn.attention import packed_attention
+    from tilepy.models.nn.functional import scaled_dot_product_attention
+
+    rng = np.random.default_rng(7)
+    x, g = rng.standard_normal((3, 2, 3, 11, 8)).astype(np.float32), \
+        rng.standard_normal((2, 3, 11, 8)).astype(np.float32)
+    a, b = Tensor(x.copy(), requires_grad=True), Tensor(x.copy(), requires_grad=True)
+    want = scaled_dot_product_attention(a[0], a[1], a[2], is_causal=True)
+    want.backward(g)
+    with profile() as rec:
+        got = packed_attention(b, is_causal=True)
+        got.backward(g)
+    assert "binary" not in rec and rec["attention_dkdv"][0] == 1
+    assert got.numpy().tobytes() == want.numpy().tobytes()
+    assert b.grad.tobytes() == a.grad.tobytes()
