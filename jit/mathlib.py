@@ -1,4 +1,4 @@
-"""Vectorisable exp, exp2 and tanh for the numba tier: float64 ones for float32-or-narrower
+"""Vectorisable exp, exp2, tanh and erf for the numba tier: float64 ones for float32-or-narrower
 results (every mode), and fast mode's float32 ones (FAST_F32: exp and exp2 within 2 ulp,
 erf within 1).
 
@@ -54,6 +54,33 @@ _LN2_LO = 2.3190468138462996e-17  # ... and the rest: ln 2 - _LN2_HI, to float64
 _CLAMP = 200.0
 _CLAMP2 = 300.0  # 2**-300 and 2**300 are 0 and inf in float32, as every x beyond them
 
+
+# erf (erf_to32) for float32-or-narrower results, in float64 from a float32-exact argument:
+#     |x| <= 1:      erf(x) = x A(s),                 s = x**2 (exact: x has 24 bits)
+#     1 < |x| <= 4:  erf(x) = 1 - exp(-s) B(|x| - 2.5), B approximating erfcx = erfc e**s
+#     |x| > 4:       as at 4, whose result rounds to 1 in float32 (erfc(4) ~ 1.5e-8 < 2**-25)
+# A and B are the Chebyshev interpolants of erf(sqrt(s)) / sqrt(s) on s in [0, 1] (degree
+# 12) and of erfcx on [1, 4] (degree 22), at Chebyshev nodes, moved to the power basis of s
+# and of |x| - 2.5 (both exact arguments) and rounded to float64 (bench/erf_fit.py derives
+# them with mpmath). Interpolation error: 1.5e-19 relative (A) and 9.4e-18 absolute on
+# erfc (B, weighted by e**-s), so the result is within 1.5 float64 ulp (measured) and rounds to
+# float32 like the correctly rounded erf except in rare ties (docs/jit.md gives the
+# measurements). Both branches are computed and one selected, so LLVM vectorises it where
+# libm's erf is a call per element.
+_ERF_A = (
+    1.1283791670955126, -0.3761263890318375, 0.11283791670954879, -0.026866170645076792,
+    0.0052239776248180145, -0.000854832698083379, 0.0001205533111164271,
+    -1.4925595266831182e-05, 1.6461000484121368e-06, -1.6350312701054695e-07,
+    1.4659775274047436e-08, -1.1372848856791674e-09, 5.957176147748911e-11)
+_ERF_B = (
+    0.2108063640611436, -0.07434734678979495, 0.02493799708665696, -0.008001569382090781,
+    0.0024670368156992977, -0.0007335909372640017, 0.00021101982430921638,
+    -5.8868964030705185e-05, 1.5961853006132e-05, -4.214297919719682e-06,
+    1.0852230313786508e-06, -2.7294910415707813e-07, 6.713949125870635e-08,
+    -1.617358802372231e-08, 3.817410913620512e-09, -8.807216258471182e-10,
+    2.0031019435942918e-10, -4.633682738083616e-11, 1.0146551782430207e-11,
+    -1.6954156353454019e-12, 3.6677267755511203e-13, -1.6538069435089902e-13,
+    3.3641269918883144e-14)
 
 @lru_cache(maxsize=None)
 def _fma_rint(bits: int):
@@ -142,14 +169,52 @@ def numba_math() -> dict:
         t = bits_f64(f64_bits(t) | (f64_bits(x) & _SIGN64))  # x's sign (tanh(-0) is -0)
         return x if x != x else t
 
-    return {"_exp_to32": exp_to32, "_exp2_to32": exp2_to32, "_tanh_to32": tanh_to32}
+    return {"_exp_to32": exp_to32, "_exp2_to32": exp2_to32, "_tanh_to32": tanh_to32,
+            "_erf_to32": _erf64(fma, exp_to32)}
+
+
+def _horner(fma, coeffs: tuple):
+    """An njit polynomial with these (float64, lowest first) coefficients, Horner's
+    scheme in fma steps, written out (a loop over a tuple would not vectorise)."""
+    import numba
+
+    names = [f"c{i}" for i in range(len(coeffs))]
+    expr = names[-1]
+    for n in reversed(names[:-1]):
+        expr = f"fma({expr}, t, {n})"
+    ns = {"fma": fma, **dict(zip(names, coeffs))}
+    exec(f"def poly(t):\n    return {expr}\n", ns)  # noqa: S102 (built from constants)
+    return numba.njit(inline="always")(ns["poly"])
+
+
+def _erf64(fma, exp64):
+    """erf for float32-or-narrower results (njit; the scheme is at _ERF_A above)."""
+    import numba
+
+    from tilepy.precision.bits import bits_f64, f64_bits
+
+    poly_a, poly_b = _horner(fma, _ERF_A), _horner(fma, _ERF_B)
+
+    @numba.njit(inline="always", error_model="numpy")
+    def erf_to32(x):
+        a = min(bits_f64(f64_bits(x) & _ABS64), 4.0)  # |x|, clamped
+        s = a * a  # exact for a float32 argument
+        y = a * poly_a(s) if a <= 1.0 else 1.0 - exp64(-s) * poly_b(a - 2.5)
+        y = bits_f64(f64_bits(y) | (f64_bits(x) & _SIGN64))  # x's sign (erf(-0) is -0)
+        return x if x != x else y
+
+    return erf_to32
 
 
 def py_math() -> dict:
-    """The same helpers for the py tier (no Numba): numpy's float64 exp and exp2."""
+    """The same helpers for the py tier (no Numba): numpy's float64 exp, exp2 and tanh,
+    scipy's erf."""
+    from tilepy.ir.scalar import _py_erf as scalar_erf
+
     return {"_exp_to32": lambda x: np.float64(np.exp(np.float64(x))),
             "_exp2_to32": lambda x: np.float64(np.exp2(np.float64(x))),
-            "_tanh_to32": lambda x: np.float64(np.tanh(np.float64(x)))}
+            "_tanh_to32": lambda x: np.float64(np.tanh(np.float64(x))),
+            "_erf_to32": scalar_erf}
 
 
 # ------------------------------------------------------------------ fast mode: float32 exp

@@ -34,6 +34,7 @@ GRAIN = 1 << 17
 _THREADS = [0, 0, None]
 _PROFILE: list = []  # the innermost profile() record, when one is active
 _FAST = {"fast": True}
+_GRAINS: dict[int, tuple] = {}  # id(kernel) -> (kernel, its grain): set_grain's overrides
 
 
 @contextlib.contextmanager
@@ -114,9 +115,10 @@ def _launch(kernel, arrays) -> None:
         fn, views, blas = compiled[fast]
         if views is not None:
             arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
+        grain = _GRAINS[id(kernel)][1] if _GRAINS and id(kernel) in _GRAINS else GRAIN
         big = False
         for a in arrays:
-            if a.size >= GRAIN:
+            if a.size >= grain:
                 big = True
                 break
         if big != _THREADS[2]:
@@ -146,7 +148,8 @@ def bound(kernel, arrays) -> tuple:
     fn, views, blas = compiled[fast]
     if views is not None:
         arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
-    big = any(a.size >= GRAIN for a in arrays)
+    grain = _GRAINS[id(kernel)][1] if _GRAINS and id(kernel) in _GRAINS else GRAIN
+    big = any(a.size >= grain for a in arrays)
     if blas:
         return functools.partial(blas, fn, *arrays, *sizes), big
     return functools.partial(fn, *arrays, *sizes), big
@@ -173,6 +176,10 @@ def replay_profiled(ops: list, names: list) -> None:
             entry = _PROFILE[-1][name]
             entry[0] += 1
             entry[1] += time.perf_counter() - t0
+def set_grain(kernel, elements: int) -> None:
+    """Launches of `kernel` use all of Numba's threads from `elements` (its largest
+    array's size) on, instead of GRAIN: for kernels with much work per element."""
+    _GRAINS[id(kernel)] = (kernel, elements)
 
 
 def _compile(kernel, fast: bool) -> tuple:

@@ -1,10 +1,11 @@
 """softmax, batched matmul and scaled dot-product attention as differentiable ops
 (re-exported by nn.functional).
 float32, bfloat16 and float16 inputs run the library's flash kernels
-(tilepy.kernels.attention_api: forward with the row logsumexp, backward recomputing P;
-float32 accumulation), self- and cross-attention alike (L queries, S keys, causal
-top-left aligned as torch SDPA's is_causal); other dtypes (float64: finite differences)
-are composed: scores = q @ k^T * scale (+ a causal mask of -inf), softmax, @ v, each a
+(tilepy.kernels.attention_api's, launched directly by models/kernels/flash.py: forward
+with the row logsumexp, backward recomputing P; float32 accumulation), self- and
+cross-attention alike (L queries, S keys, causal top-left aligned as torch SDPA's
+is_causal); other dtypes (float64: finite differences) are composed: scores = q @ k^T *
+scale (+ a causal mask of -inf), softmax, @ v, each a
 kernel forward and backward.
 """
 
@@ -12,13 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.kernels.attention_api import attention, attention_backward
 from tilepy.kernels.attn_layout import DTYPES
 from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import attention as A
 from tilepy.models.kernels import record as hooks
-from tilepy.models.kernels.launch import launch, timed
+from tilepy.models.kernels.flash import flash_backward, flash_forward
+from tilepy.models.kernels.launch import launch
 from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
 
@@ -104,15 +105,30 @@ def _flash(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     """The library's flash attention, each leading index a batch of one head."""
     q4, k4, v4 = (x.data.reshape(-1, 1, *x.shape[-2:]) for x in (q, k, v))
     b = _block(q4, k4)
-    with timed("attention_fwd (library)"):
-        o, lse = hooks.replayed_call(attention, q4, k4, v4, causal, block_M=b, block_N=b)
+    o, lse = flash_forward(q4, k4, v4, causal, b)
 
     def bwd(g):
-        with timed("attention_bwd (library)"):
-            grads = hooks.replayed_call(attention_backward, q4, k4, v4, o, lse,
-                                        g.reshape(q4.shape), causal, block=b)
+        grads = flash_backward(q4, k4, v4, o, lse, g.reshape(q4.shape), causal, b)
         return tuple(d.reshape(x.shape) for d, x in zip(grads, (q, k, v)))
     return record(o.reshape(q.shape), (q, k, v), bwd, "attention")
+
+
+def packed_attention(qkv: Tensor, is_causal: bool = False) -> Tensor:
+    """scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]) for a (3, ..., L, d) qkv, as
+    one op: its gradient is the three gradients side by side (with three selections,
+    each would be scattered into zeros and the three summed)."""
+    qkv = as_tensor(qkv)
+    if qkv.ndim < 4 or qkv.shape[0] != 3 or K.dtype_name(qkv.dtype) not in FLASH_DTYPES:
+        return scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], is_causal)
+    q4, k4, v4 = (hooks.contiguous(qkv.data[i]).reshape(-1, 1, *qkv.shape[-2:])
+                  for i in range(3))
+    b = _block(q4, k4)
+    o, lse = flash_forward(q4, k4, v4, is_causal, b)
+
+    def bwd(g):
+        grads = flash_backward(q4, k4, v4, o, lse, g.reshape(q4.shape), is_causal, b)
+        return (np.stack(grads).reshape(qkv.shape),)
+    return record(o.reshape(qkv.shape[1:]), (qkv,), bwd, "attention")
 
 
 def _composed(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor:

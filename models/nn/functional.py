@@ -13,7 +13,7 @@ from tilepy.models.errors import model_error
 from tilepy.models.kernels import conv as C
 from tilepy.models.kernels import pool as P
 from tilepy.models.kernels import record as hooks
-from tilepy.models.kernels.launch import launch
+from tilepy.models.kernels.launch import fast_mode, launch
 from tilepy.models.kernels.xent import softmax_xent
 from tilepy.models.nn import padded
 from tilepy.models.ops import (
@@ -77,6 +77,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: object = 
     def bwd(g):
         g2 = g.reshape(-1, out_f)
         gx = K.matmul(g2, weight.data).reshape(x.shape) if x.requires_grad else None
+        if weight.requires_grad and bias is not None and not fast_mode():
+            # exact mode's gemm and row sums read g transposed: one copy serves both (the
+            # same arrays as matmul's and reduce's own copies, so the same bits)
+            gt = hooks.contiguous(g2.T)
+            return gx, K.matmul(gt, x2), K.row_reduce2d(gt, "sum")
         gw = K.matmul(g2.T, x2) if weight.requires_grad else None
         gb = K.reduce(g2, (0,), "sum", False) if bias is not None else None
         return gx, gw, gb

@@ -111,3 +111,51 @@ def test_short_sequences_small_flash_tiles_give_the_same_bits(causal):
     assert A._block(np.zeros((rows, 1, 16, 8)), np.zeros((rows, 1, 16, 8))) == A.SMALL_BLOCK
     assert A._block(np.zeros((rows, 1, 17, 8)), np.zeros((rows, 1, 16, 8))) == 64
     assert A._block(np.zeros((2, 1, 16, 8)), np.zeros((2, 1, 16, 8))) == 64
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_op_launches_the_library_kernels_directly_with_their_bits(causal):
+    """scaled_dot_product_attention runs the flash kernels through the models' launch
+    (each kernel a profiled launch, no per-call argument binding) and gives the bits of
+    the library's attention and attention_backward, cross-attention included."""
+    from tilepy.kernels.attention_api import attention, attention_backward
+    from tilepy.models.kernels.launch import profile
+    from tilepy.models.nn.functional import scaled_dot_product_attention
+
+    rng = np.random.default_rng(6)
+    q, g = (rng.standard_normal((2, 3, 13, 8)).astype(np.float32) for _ in range(2))
+    k, v = (rng.standard_normal((2, 3, 9, 8)).astype(np.float32) for _ in range(2))
+    tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
+    with profile() as rec:
+        out = scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+        out.backward(g)
+    assert {n: c for n, (c, _) in rec.items()} == {
+        "attention_fwd": 1, "attention_delta": 1, "attention_dkdv": 1, "attention_dq_sum": 1}
+    q4, k4, v4, g4 = (x.reshape(6, 1, x.shape[2], 8) for x in (q, k, v, g))
+    o, lse = attention(q4, k4, v4, causal)
+    want = (o, *attention_backward(q4, k4, v4, o, lse, g4, causal))
+    got = (out.numpy(), tq.grad, tk.grad, tv.grad)
+    for a, b in zip(got, want):
+        assert a.tobytes() == b.reshape(a.shape).tobytes()
+
+
+def test_packed_attention_is_the_three_selections_bits_without_summing_their_gradients():
+    """packed_attention(qkv) (MultiheadAttention's self-attention) gives the output and
+    qkv gradient of attending to qkv[0], qkv[1], qkv[2], and its backward launches no
+    binary kernel (three selections' gradients were scattered into zeros and added)."""
+    from tilepy.models.kernels.launch import profile
+    from tilepy.models.nn.attention import packed_attention
+    from tilepy.models.nn.functional import scaled_dot_product_attention
+
+    rng = np.random.default_rng(7)
+    x, g = rng.standard_normal((3, 2, 3, 11, 8)).astype(np.float32), \
+        rng.standard_normal((2, 3, 11, 8)).astype(np.float32)
+    a, b = Tensor(x.copy(), requires_grad=True), Tensor(x.copy(), requires_grad=True)
+    want = scaled_dot_product_attention(a[0], a[1], a[2], is_causal=True)
+    want.backward(g)
+    with profile() as rec:
+        got = packed_attention(b, is_causal=True)
+        got.backward(g)
+    assert "binary" not in rec and rec["attention_dkdv"][0] == 1
+    assert got.numpy().tobytes() == want.numpy().tobytes()
+    assert b.grad.tobytes() == a.grad.tobytes()
