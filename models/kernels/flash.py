@@ -17,7 +17,7 @@ from tilepy.kernels.flash_attn import (
     attention_fwd,
 )
 from tilepy.models.kernels.launch import launch, set_grain
-from tilepy.models.kernels.record import contiguous, replayed_call
+from tilepy.models.kernels.record import contiguous, copy_into, replayed_call
 
 _PLANS: dict = {}
 # Attention does O(keys) work per element: its launches use every thread from this many
@@ -65,19 +65,32 @@ def flash_forward(q4, k4, v4, causal: bool, block: int):
     return o.reshape(q4.shape), lse.reshape(q4.shape[:-1])
 
 
-def flash_backward(q4, k4, v4, o, lse, do, causal: bool, block: int):
-    """(dq, dk, dv) of tilepy.kernels.attention_backward(..., block=block)."""
+def flash_backward(q4, k4, v4, o, lse, do, causal: bool, block: int, packed: bool = False):
+    """(dq, dk, dv) of tilepy.kernels.attention_backward(..., block=block); with `packed`
+    (q, k and v of one shape) one (3, *q4.shape) array holding the three side by side."""
     p = _plan(q4, k4, causal, block)
     if p.parts is None:  # dQ partials too large: the library's recomputing path
-        return replayed_call(attention_backward, q4, k4, v4, o, lse, do, causal,
-                             block=block)
+        grads = replayed_call(attention_backward, q4, k4, v4, o, lse, do, causal,
+                              block=block)
+        if not packed:
+            return grads
+        out = np.empty((3, *q4.shape), q4.dtype)
+        for dst, src in zip(out, grads):
+            copy_into(dst, src)
+        return out
     d = q4.shape[-1]
     Q, K, V, O, dO = (contiguous(x).reshape(-1, d) for x in (q4, k4, v4, o, do))
     L = lse.reshape(-1)
     delta = np.empty(Q.shape[0], np.float32)
     launch(p.delta, dO, O, delta)
     parts = np.empty(p.parts, np.float32)
-    dq, dk, dv = np.empty_like(Q), np.empty_like(K), np.empty_like(V)
+    if packed:
+        out = np.empty((3, *Q.shape), Q.dtype)
+        dq, dk, dv = out
+    else:
+        dq, dk, dv = np.empty_like(Q), np.empty_like(K), np.empty_like(V)
     launch(p.dkdv, Q, K, V, dO, L, delta, p.cu_q, p.cu_k, p.tiles_k, p.flags, parts, dk, dv)
     launch(p.dq_sum, parts, p.cu_q, p.cu_k, p.tiles_q, p.flags, dq)
+    if packed:
+        return out.reshape(3, *q4.shape)
     return dq.reshape(q4.shape), dk.reshape(k4.shape), dv.reshape(v4.shape)

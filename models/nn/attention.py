@@ -126,8 +126,9 @@ def packed_attention(qkv: Tensor, is_causal: bool = False) -> Tensor:
     o, lse = flash_forward(q4, k4, v4, is_causal, b)
 
     def bwd(g):
-        grads = flash_backward(q4, k4, v4, o, lse, g.reshape(q4.shape), is_causal, b)
-        return (np.stack(grads).reshape(qkv.shape),)
+        grads = flash_backward(q4, k4, v4, o, lse, g.reshape(q4.shape), is_causal, b,
+                               packed=True)
+        return (grads.reshape(qkv.shape),)
     return record(o.reshape(qkv.shape[1:]), (qkv,), bwd, "attention")
 
 

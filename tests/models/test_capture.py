@@ -342,3 +342,30 @@ def test_batch_norm_running_statistics_replay_on_the_interpreter():
                     [b.copy() for _, b in model.named_buffers()])
     assert run.replays == 2 and len(runs[0]) == 5 + 6 + 2
     assert _same_bits(runs[0], runs[1])
+
+
+def test_a_transformer_blocks_attention_replays_on_the_interpreter():
+    # the packed self-attention's flash kernels, its copies and its packed gradient must
+    # all be recorded: a host-made array anywhere in them is refused at the check
+    rng = np.random.default_rng(1)
+    data = [(rng.standard_normal((2, 4, 16)).astype(np.float32),
+             rng.integers(0, 10, 2).astype(np.int32)) for _ in range(5)]
+    runs = []
+    for captured in (False, True):
+        nn.manual_seed(0)
+        block, head = nn.TransformerBlock(16, 2, 32), nn.Linear(16, 10)
+        opt = optim.SGD(list(block.parameters()) + list(head.parameters()), 0.1)
+
+        def step(x, y):
+            loss = F.cross_entropy(head(block(x).mean(1)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        run = capture(step) if captured else step
+        with tilepy.backend("interp"):
+            losses = [run(x, y).data.copy() for x, y in data]
+        runs.append(losses + [p.data.copy() for p in block.parameters()])
+    assert run.replays == 2
+    assert _same_bits(runs[0], runs[1])
+    assert len(set(float(v) for v in runs[0][:5])) == 5
