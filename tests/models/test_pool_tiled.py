@@ -50,21 +50,33 @@ def test_tiled_pooling_gives_the_general_kernels_bits(kind, shape, k):
         assert _run(True, kind, x, g, k) == _run(False, kind, x, g, k)
 
 
-def test_jit_tiled_max_pooling_gives_the_interpreters_bits():
-    with tilepy.backend("jit"):
-        x, g = _data((5, 3, 8, 6), 1), _grads((5, 3, 8, 6), 2, 1)
-        got = _run(True, "max", x, g, 2)
-    with tilepy.backend("interp"):
-        assert got == _run(True, "max", x, g, 2)
+def _bwd(kind, g, arg, x_shape):
+    gx = np.full(x_shape, np.nan, np.float32)
+    launch(P.pool2d_tiled_bwd(kind=kind, dtype="float32"), g, arg,
+           np.array([2, 2, 0, 1], np.int32), gx)
+    return gx.tobytes()
 
 
-@pytest.mark.exhaustive  # two more JIT compiles
-def test_jit_tiled_avg_pooling_gives_the_interpreters_bits():
-    with tilepy.backend("jit"):
-        x, g = _data((5, 3, 8, 6), 2), _grads((5, 3, 8, 6), 2, 2)
-        got = _run(True, "avg", x, g, 2)
+def test_jit_tiled_max_pool_backward_gives_the_interpreters_bits():
+    # (one JIT compile here: the forward's JIT run is in the exhaustive test below)
+    x, g = _data((5, 3, 8, 6), 1), _grads((5, 3, 8, 6), 2, 1)
+    y, arg = np.empty(g.shape, np.float32), np.zeros(g.shape, np.int32)
     with tilepy.backend("interp"):
-        assert got == _run(True, "avg", x, g, 2)
+        launch(P.pool2d_tiled_fwd(kind="max", dtype="float32"), x,
+               np.array([2, 2, 0, 1], np.int32), y, arg)
+        want = _bwd("max", g, arg, x.shape)
+    with tilepy.backend("jit"):
+        assert _bwd("max", g, arg, x.shape) == want
+
+
+@pytest.mark.exhaustive  # three more JIT compiles
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_jit_tiled_pooling_gives_the_interpreters_bits(kind):
+    x, g = _data((5, 3, 8, 6), 2), _grads((5, 3, 8, 6), 2, 2)
+    with tilepy.backend("jit"):
+        got = _run(True, kind, x, g, 2)
+    with tilepy.backend("interp"):
+        assert got == _run(True, kind, x, g, 2)
 
 
 def test_pool_layers_take_the_tiled_kernels_only_where_windows_tile_the_input(monkeypatch):
