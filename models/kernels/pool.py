@@ -152,7 +152,10 @@ def pool2d_bwd(kind="max", block=256, dtype="float32"):
 def pool2d_tiled_fwd(kind="max", block=512, dtype="float32"):
     """pool2d_fwd where the windows tile the input (stride = window, no padding, H and W
     multiples of the window): each output reads its window at fixed offsets, none outside
-    the input, so no edge tests. Same values, argmax and order as pool2d_fwd."""
+    the input, so no edge tests, and output row r of all planes together reads input rows
+    r*window.. (one index split per output). Same values and order as pool2d_fwd; the
+    argmax (the same element) is kept as its place in the window, a*window + b, for
+    pool2d_tiled_bwd."""
     N, C, H, W = T.symbolic("N"), T.symbolic("C"), T.symbolic("H"), T.symbolic("W")
     OH, OW = T.symbolic("OH"), T.symbolic("OW")
 
@@ -170,15 +173,11 @@ def pool2d_tiled_fwd(kind="max", block=512, dtype="float32"):
             best = T.alloc_fragment((block,), dtype)
             arg = T.alloc_fragment((block,), "int32")
             at0 = T.alloc_fragment((block,), "int32")  # the window's first element
-            rc0 = T.alloc_fragment((block,), "int32")  # its offset in the plane
-            inv_plane, inv_w = _inverse(OH * OW), _inverse(OW)
+            inv_w = _inverse(OW)
             for i in T.Parallel(block):
                 e = T.min(bx * block + i, total - 1)  # (past the end: not stored)
-                p = _div(e, OH * OW, inv_plane)
-                q = e - p * (OH * OW)
-                oh = _div(q, OW, inv_w)
-                rc0[i] = oh * window * W + (q - oh * OW) * window
-                at0[i] = p * H * W + rc0[i]
+                r = _div(e, OW, inv_w)  # the output row over all planes: window rows r*k..
+                at0[i] = r * window * W + (e - r * OW) * window
                 best[i] = -T.infinity(dtype) if kind == "max" else 0.0
                 arg[i] = 0
             for a in T.serial(window):
@@ -189,7 +188,7 @@ def pool2d_tiled_fwd(kind="max", block=512, dtype="float32"):
                             v = Xf[at]
                             if kind == "max":
                                 take = v > best[i]
-                                arg[i] = T.if_then_else(take, rc0[i] + a * W + b, arg[i])
+                                arg[i] = T.if_then_else(take, a * window + b, arg[i])
                                 best[i] = T.if_then_else(take, v, best[i])
                             else:
                                 best[i] = best[i] + v
@@ -225,19 +224,17 @@ def pool2d_tiled_bwd(kind="max", block=512, dtype="float32"):
             Argf = T.Tensor((total,), "int32", Arg.data)
             dXf = T.Tensor((size,), dtype, dX.data)
             g = T.alloc_fragment((block,), dtype)
-            am = T.alloc_fragment((block,), "int32")  # the argmax, as an offset from at0
+            am = T.alloc_fragment((block,), "int32")  # the argmax in the window
             at0 = T.alloc_fragment((block,), "int32")  # the window's first element
-            inv_plane, inv_w = _inverse(OH * OW), _inverse(OW)
+            inv_w = _inverse(OW)
             for i in T.Parallel(block):
                 e = T.min(bx * block + i, total - 1)
-                p = _div(e, OH * OW, inv_plane)
-                q = e - p * (OH * OW)
-                oh = _div(q, OW, inv_w)
-                rc0 = oh * window * W + (q - oh * OW) * window
-                at0[i] = T.if_then_else(bx * block + i < total, p * H * W + rc0, -size - 1)
+                r = _div(e, OW, inv_w)
+                at0[i] = T.if_then_else(bx * block + i < total,
+                                        r * window * W + (e - r * OW) * window, -size - 1)
                 if kind == "max":
                     g[i] = dYf[e]
-                    am[i] = Argf[e] - rc0
+                    am[i] = Argf[e]
                 else:
                     g[i] = dYf[e] / T.cast(window * window, dtype)
                     am[i] = 0
@@ -247,7 +244,8 @@ def pool2d_tiled_bwd(kind="max", block=512, dtype="float32"):
                         at = at0[i] + a * W + b
                         if at >= 0 and at < size:  # (bounds at: unchecked stores)
                             if kind == "max":
-                                dXf[at] = 0.0 + T.if_then_else(am[i] == a * W + b, g[i], 0.0)
+                                dXf[at] = 0.0 + T.if_then_else(am[i] == a * window + b, g[i],
+                                                               0.0)
                             else:
                                 dXf[at] = 0.0 + g[i]
 

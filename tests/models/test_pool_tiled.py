@@ -1,7 +1,8 @@
 """The pooling kernels for windows that tile the input (pool2d_tiled_fwd/bwd: stride =
 window, no padding, sizes multiples of the window) give the general kernels' bits: values,
-argmax (first maximum, row-major), and gradients (+0.0 plus the one window's term), on the
-interpreter and on the JIT; max_pool2d / avg_pool2d take them for such shapes."""
+argmax (the first maximum, row-major; kept as its place in the window), and gradients
+(+0.0 plus the one window's term), on the interpreter and on the JIT; max_pool2d /
+avg_pool2d take them for such shapes."""
 
 import numpy as np
 import pytest
@@ -31,7 +32,10 @@ def _run(tiled: bool, kind: str, x: np.ndarray, g: np.ndarray, k: int):
     gx = np.full(x.shape, np.nan, np.float32)
     launch(fwd(kind=kind, dtype="float32"), x, S, y, arg)
     launch(bwd(kind=kind, dtype="float32"), g, arg, S, gx)
-    return y.tobytes(), arg.tobytes() if kind == "max" else b"", gx.tobytes()
+    if tiled:  # its argmax is the place in the window, a*k + b: as an offset in the plane
+        oh, ow = np.indices(g.shape[2:])
+        arg = (oh * k + arg // k) * x.shape[3] + ow * k + arg % k
+    return y.tobytes(), arg.astype(np.int32).tobytes() if kind == "max" else b"", gx.tobytes()
 
 
 def _grads(x_shape, k, seed):
