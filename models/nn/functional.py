@@ -228,11 +228,11 @@ def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: object,
     tiled = s == k and not p and not h % k and not w % k  # windows tile the input
     fwd, bwd_kernel = (P.pool2d_tiled_fwd, P.pool2d_tiled_bwd) if tiled else \
         (P.pool2d_fwd, P.pool2d_bwd)
-    launch(fwd(kind=kind, dtype=d), np.ascontiguousarray(x.data), S, y, arg)
+    launch(K.kernel(fwd, kind=kind, dtype=d), np.ascontiguousarray(x.data), S, y, arg)
 
     def bwd(g):
         gx = np.empty(x.shape, x.dtype)
-        launch(bwd_kernel(kind=kind, dtype=d), np.ascontiguousarray(g), arg, S, gx)
+        launch(K.kernel(bwd_kernel, kind=kind, dtype=d), np.ascontiguousarray(g), arg, S, gx)
         return (gx,)
     return record(y, (x,), bwd, f"{kind}_pool2d")
 
