@@ -12,6 +12,8 @@ The forward of max pooling also writes the argmax (the first maximum in the wind
 major) as a flat index into the (H, W) plane; the backward gathers, for each input element,
 the gradient of every window whose argmax (max) or area (avg) holds it: no atomics, and a
 fixed order (window row, then column), so results do not depend on the schedule.
+`pool2d_tiled_fwd` / `pool2d_tiled_bwd` serve windows that tile the input (stride =
+window, no padding, sizes multiples of it) with the same values and fewer index splits.
 """
 
 import tilepy
