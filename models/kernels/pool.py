@@ -12,6 +12,8 @@ The forward of max pooling also writes the argmax (the first maximum in the wind
 major) as a flat index into the (H, W) plane; the backward gathers, for each input element,
 the gradient of every window whose argmax (max) or area (avg) holds it: no atomics, and a
 fixed order (window row, then column), so results do not depend on the schedule.
+`pool2d_tiled_fwd` / `pool2d_tiled_bwd` serve windows that tile the input (stride =
+window, no padding, sizes multiples of it) with the same values and fewer index splits.
 """
 
 import tilepy
@@ -146,3 +148,107 @@ def pool2d_bwd(kind="max", block=256, dtype="float32"):
             T.copy(acc, dXf[bx * block])
 
     return pool2d_bwd
+
+
+@tilepy.jit
+def pool2d_tiled_fwd(kind="max", block=512, dtype="float32"):
+    """pool2d_fwd where the windows tile the input (stride = window, no padding, H and W
+    multiples of the window): each output reads its window at fixed offsets, none outside
+    the input, so no edge tests, and output row r of all planes together reads input rows
+    r*window.. (one index split per output). Same values and order as pool2d_fwd; the
+    argmax (the same element) is kept as its place in the window, a*window + b, for
+    pool2d_tiled_bwd."""
+    N, C, H, W = T.symbolic("N"), T.symbolic("C"), T.symbolic("H"), T.symbolic("W")
+    OH, OW = T.symbolic("OH"), T.symbolic("OW")
+
+    @T.prim_func
+    def pool2d_tiled_fwd(X: T.Tensor((N, C, H, W), dtype), S: T.Tensor((4,), "int32"),
+                         Y: T.Tensor((N, C, OH, OW), dtype),
+                         Arg: T.Tensor((N, C, OH, OW), "int32")):
+        total = N * C * OH * OW
+        with T.Kernel(T.ceildiv(total, block), threads=128) as bx:
+            window = S[0]
+            size = N * C * H * W
+            Xf = T.Tensor((size,), dtype, X.data)
+            Yf = T.Tensor((total,), dtype, Y.data)
+            Argf = T.Tensor((total,), "int32", Arg.data)
+            best = T.alloc_fragment((block,), dtype)
+            arg = T.alloc_fragment((block,), "int32")
+            at0 = T.alloc_fragment((block,), "int32")  # the window's first element
+            inv_w = _inverse(OW)
+            for i in T.Parallel(block):
+                e = T.min(bx * block + i, total - 1)  # (past the end: not stored)
+                r = _div(e, OW, inv_w)  # the output row over all planes: window rows r*k..
+                at0[i] = r * window * W + (e - r * OW) * window
+                best[i] = -T.infinity(dtype) if kind == "max" else 0.0
+                arg[i] = 0
+            for a in T.serial(window):
+                for b in T.serial(window):
+                    for i in T.Parallel(block):
+                        at = at0[i] + a * W + b
+                        if at >= 0 and at < size:  # (always: bounds at for unchecked loads)
+                            v = Xf[at]
+                            if kind == "max":
+                                take = v > best[i]
+                                arg[i] = T.if_then_else(take, a * window + b, arg[i])
+                                best[i] = T.if_then_else(take, v, best[i])
+                            else:
+                                best[i] = best[i] + v
+            for i in T.Parallel(block):
+                if bx * block + i < total:
+                    if kind == "max":
+                        Yf[bx * block + i] = best[i]
+                    else:
+                        Yf[bx * block + i] = best[i] / T.cast(window * window, dtype)
+                    Argf[bx * block + i] = arg[i]
+
+    return pool2d_tiled_fwd
+
+
+@tilepy.jit
+def pool2d_tiled_bwd(kind="max", block=512, dtype="float32"):
+    """pool2d_bwd where the windows tile the input (as pool2d_tiled_fwd): each output
+    writes its window's gradients (max: dY at the argmax, +0.0 elsewhere; avg: dY / k^2
+    to all), each input written once. The values are pool2d_bwd's: +0.0 plus the one
+    window's term (so a -0.0 gradient gives +0.0, as there)."""
+    N, C, H, W = T.symbolic("N"), T.symbolic("C"), T.symbolic("H"), T.symbolic("W")
+    OH, OW = T.symbolic("OH"), T.symbolic("OW")
+
+    @T.prim_func
+    def pool2d_tiled_bwd(dY: T.Tensor((N, C, OH, OW), dtype),
+                         Arg: T.Tensor((N, C, OH, OW), "int32"), S: T.Tensor((4,), "int32"),
+                         dX: T.Tensor((N, C, H, W), dtype)):
+        total = N * C * OH * OW
+        with T.Kernel(T.ceildiv(total, block), threads=128) as bx:
+            window = S[0]
+            size = N * C * H * W
+            dYf = T.Tensor((total,), dtype, dY.data)
+            Argf = T.Tensor((total,), "int32", Arg.data)
+            dXf = T.Tensor((size,), dtype, dX.data)
+            g = T.alloc_fragment((block,), dtype)
+            am = T.alloc_fragment((block,), "int32")  # the argmax in the window
+            at0 = T.alloc_fragment((block,), "int32")  # the window's first element
+            inv_w = _inverse(OW)
+            for i in T.Parallel(block):
+                e = T.min(bx * block + i, total - 1)
+                r = _div(e, OW, inv_w)
+                at0[i] = T.if_then_else(bx * block + i < total,
+                                        r * window * W + (e - r * OW) * window, -size - 1)
+                if kind == "max":
+                    g[i] = dYf[e]
+                    am[i] = Argf[e]
+                else:
+                    g[i] = dYf[e] / T.cast(window * window, dtype)
+                    am[i] = 0
+            for a in T.serial(window):
+                for b in T.serial(window):
+                    for i in T.Parallel(block):
+                        at = at0[i] + a * W + b
+                        if at >= 0 and at < size:  # (bounds at: unchecked stores)
+                            if kind == "max":
+                                dXf[at] = 0.0 + T.if_then_else(am[i] == a * window + b, g[i],
+                                                               0.0)
+                            else:
+                                dXf[at] = 0.0 + g[i]
+
+    return pool2d_tiled_bwd

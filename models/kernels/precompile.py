@@ -12,15 +12,16 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 # Each kernel the digits models' training step launches (float32), slowest compiles first.
-# (Convolutions without groups, their stride-1 dgrad and wgrad too, run conv2d_padded;
-# ReLU is binary's.)
+# (Convolutions without groups, their stride-1 dgrad and wgrad too, run conv2d_padded:
+# 8-row tiles for 6 filters, 16-row for 16; 2x2 pools tile their input; ReLU is binary's.)
 LENET5 = [
     ("tilepy.models.kernels.conv", "conv2d_padded", {}),
+    ("tilepy.models.kernels.conv", "conv2d_padded", dict(block_M=16)),
     ("tilepy.kernels.gemm", "gemm", dict(in_dtype="float32", out_dtype="float32",
                                          accum_dtype="float32")),
     ("tilepy.models.kernels.xent", "softmax_xent", dict(block_C=16)),
-    ("tilepy.models.kernels.pool", "pool2d_bwd", dict(kind="max")),
-    ("tilepy.models.kernels.pool", "pool2d_fwd", dict(kind="max")),
+    ("tilepy.models.kernels.pool", "pool2d_tiled_bwd", dict(kind="max")),
+    ("tilepy.models.kernels.pool", "pool2d_tiled_fwd", dict(kind="max")),
     ("tilepy.kernels.reductions", "row_reduce", dict(kind="sum", dtype="float32",
                                                      out_dtype="float32")),
     ("tilepy.models.kernels.elementwise", "unary", {}),

@@ -35,5 +35,6 @@ def conv(xp: np.ndarray, w: np.ndarray, bias: np.ndarray, stride: int,
         s = _S[stride] = np.array([stride, 1], np.int32)  # stride, dilation
         s.flags.writeable = False
     y = np.empty((xp.shape[0], w.shape[0], *out_hw), xp.dtype)
-    launch(K.kernel(C.conv2d_padded, dtype=xp.dtype), xp, contiguous(w), bias, s, y)
+    kernel = K.kernel(C.conv2d_padded, dtype=xp.dtype, block_M=C.block_rows(w.shape[0]))
+    launch(kernel, xp, contiguous(w), bias, s, y)
     return y
