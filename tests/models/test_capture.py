@@ -344,6 +344,20 @@ def test_batch_norm_running_statistics_replay_on_the_interpreter():
     assert _same_bits(runs[0], runs[1])
 
 
+def _block_step():
+    nn.manual_seed(0)
+    block, head = nn.TransformerBlock(16, 2, 32), nn.Linear(16, 10)
+    opt = optim.SGD(list(block.parameters()) + list(head.parameters()), 0.1)
+
+    def step(x, y):
+        loss = F.cross_entropy(head(block(x).mean(1)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step, block
+
+
 def test_a_transformer_blocks_attention_replays_on_the_interpreter():
     # the packed self-attention's flash kernels, its copies and its packed gradient must
     # all be recorded: a host-made array anywhere in them is refused at the check
@@ -352,16 +366,7 @@ def test_a_transformer_blocks_attention_replays_on_the_interpreter():
              rng.integers(0, 10, 2).astype(np.int32)) for _ in range(5)]
     runs = []
     for captured in (False, True):
-        nn.manual_seed(0)
-        block, head = nn.TransformerBlock(16, 2, 32), nn.Linear(16, 10)
-        opt = optim.SGD(list(block.parameters()) + list(head.parameters()), 0.1)
-
-        def step(x, y):
-            loss = F.cross_entropy(head(block(x).mean(1)), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
+        step, block = _block_step()
         run = capture(step) if captured else step
         with tilepy.backend("interp"):
             losses = [run(x, y).data.copy() for x, y in data]
