@@ -54,6 +54,16 @@ def b_owner(n, k, bits=16):
     return lane, 2 * e * (n // 8) + e * (k // (4 * e)) + k % e
 
 
+def mma_sources(lane, v, kq, t4, ke, bits=16):
+    """((lane, slot) of A, (lane, slot) of B) that accumulator slot `v` of `lane` reads at
+    k = 4e * kq + e * t4 + ke (e elements a register): `a_owner` / `b_owner` of its row and
+    column, written so that only `lane` varies at run time."""
+    e = _per_byte(bits)
+    a = 4 * (lane // 4) + t4, 2 * e * kq + e * (v // 2 % 2) + ke
+    b = 4 * (2 * (lane % 4) + v % 2) + t4, 2 * e * (v // 4) + e * kq + ke
+    return a, b
+
+
 def mma_store_32x8_to_shared_16x16_layout(thread_id, local_id):
     """TileLang's name for `c_element`."""
     return c_element(thread_id, local_id)

@@ -112,18 +112,17 @@ class TensorCoreIntrinEmitter:
     def _b_at(self, lane, v):
         return L.b_element(lane, v, self.bits)
 
-    def _a_from(self, row, k):
-        return L.a_owner(row, k, self.bits)
-
-    def _b_from(self, n, k):
-        return L.b_owner(n, k, self.bits)
-
     def _math_dtype(self):
         return "int32" if self.accum_dtype == "int32" else "float32"
 
     def _product(self, a, b):
         """a * b, exact in the accumulation dtype."""
         return T.cast(a, self._math_dtype()) * T.cast(b, self._math_dtype())
+
+    @staticmethod
+    def _unrolled(n: int) -> tuple:
+        """range(n) as a build-time sequence: a loop over it is unrolled in the kernel."""
+        return tuple(range(n))
 
     @staticmethod
     def _slots(buf) -> int:
@@ -136,22 +135,24 @@ class TensorCoreIntrinEmitter:
         """A's fragments of this warp's warp_rows 16-row tiles at k-step `ki`."""
         tx = T.get_thread_binding() if thread_binding is None else thread_binding
         lane, _, warp_m = self.extract_thread_binding(tx)
-        for i, v in T.grid(self.warp_rows, self.local_size_a):
-            a_row, a_k = self._a_at(lane, v)
-            A_local_buf[i * self.local_size_a + v] = A_shared_buf[
-                warp_m * self.warp_row_tiles + i * 16 + a_row,
-                rk * self.chunk + ki * self.micro_size_k + a_k]
+        for i in T.serial(self.warp_rows):
+            for v in self._unrolled(self.local_size_a):
+                a_row, a_k = self._a_at(lane, v)
+                A_local_buf[i * self.local_size_a + v] = A_shared_buf[
+                    warp_m * self.warp_row_tiles + i * 16 + a_row,
+                    rk * self.chunk + ki * self.micro_size_k + a_k]
 
     @T.macro
     def ldmatrix_b(self, B_local_buf, B_shared_buf, ki, rk=0, thread_binding=None):
         """B's fragments ([n, k] tile) of this warp's warp_cols 16-column tiles."""
         tx = T.get_thread_binding() if thread_binding is None else thread_binding
         lane, warp_n, _ = self.extract_thread_binding(tx)
-        for j, v in T.grid(self.warp_cols, self.local_size_b):
-            b_n, b_k = self._b_at(lane, v)
-            B_local_buf[j * self.local_size_b + v] = B_shared_buf[
-                warp_n * self.warp_col_tiles + j * 16 + b_n,
-                rk * self.chunk + ki * self.micro_size_k + b_k]
+        for j in T.serial(self.warp_cols):
+            for v in self._unrolled(self.local_size_b):
+                b_n, b_k = self._b_at(lane, v)
+                B_local_buf[j * self.local_size_b + v] = B_shared_buf[
+                    warp_n * self.warp_col_tiles + j * 16 + b_n,
+                    rk * self.chunk + ki * self.micro_size_k + b_k]
 
     @T.macro
     def mma(self, A_local_buf, B_local_buf, C_local_buf, k_inner=0):
@@ -168,17 +169,20 @@ class TensorCoreIntrinEmitter:
             b_regs[tx, v] = B_local_buf[v]
         a0 = k_inner * self.warp_rows * self.local_size_a
         b0 = k_inner * self.warp_cols * self.local_size_b
-        for i, j, v in T.grid(self.warp_rows, self.warp_cols, self.local_size_out):
-            c_row, c_col = L.c_element(lane, v)
-            at = (i * self.warp_cols + j) * self.local_size_out + v
-            acc[0] = T.cast(C_local_buf[at], self._math_dtype())
-            for kk in T.serial(self.micro_size_k):  # k ascending, one add per k
-                la, sa = self._a_from(c_row, kk)
-                lb, sb = self._b_from(c_col, kk)
-                acc[0] = acc[0] + self._product(
-                    a_regs[first + la, a0 + i * self.local_size_a + sa],
-                    b_regs[first + lb, b0 + j * self.local_size_b + sb])
-            C_local_buf[at] = T.cast(acc[0], self.accum_dtype)
+        e = 32 // self.bits  # elements a 32-bit register holds
+        for i, j in T.grid(self.warp_rows, self.warp_cols):
+            for v in self._unrolled(self.local_size_out):
+                at = (i * self.warp_cols + j) * self.local_size_out + v
+                acc[0] = T.cast(C_local_buf[at], self._math_dtype())
+                # k = 4e * kq + e * t4 + ke, ascending: one add per k
+                for kq in T.serial(self.micro_size_k // (4 * e)):
+                    for t4 in T.serial(4):
+                        for ke in self._unrolled(e):
+                            (la, sa), (lb, sb) = L.mma_sources(lane, v, kq, t4, ke, self.bits)
+                            acc[0] = acc[0] + self._product(
+                                a_regs[first + la, a0 + i * self.local_size_a + sa],
+                                b_regs[first + lb, b0 + j * self.local_size_b + sb])
+                C_local_buf[at] = T.cast(acc[0], self.accum_dtype)
 
     @T.macro
     def stmatrix(self, C_local_buf, C_buf, pid_m=None, pid_n=None, thread_binding=None):
@@ -187,7 +191,7 @@ class TensorCoreIntrinEmitter:
         tx = T.get_thread_binding() if thread_binding is None else thread_binding
         lane, warp_n, warp_m = self.extract_thread_binding(tx)
         for i, j in T.grid(self.warp_rows, self.warp_cols):
-            for v in T.serial(self.local_size_out):
+            for v in self._unrolled(self.local_size_out):
                 row, col = L.c_element(lane, v)
                 value = C_local_buf[(i * self.warp_cols + j) * self.local_size_out + v]
                 ti = warp_m * self.warp_rows + i
