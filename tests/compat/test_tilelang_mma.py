@@ -16,7 +16,7 @@ from tilepy.compat.tilelang.intrinsics.mma_macro_generator import (
     TensorCoreIntrinEmitter,
     TensorCoreIntrinEmitterWithLadderTransform,
 )
-from tilepy.errors import NotPortableError
+from tilepy.errors import NotPortableError, TileTypeError
 
 F8 = ml_dtypes.float8_e4m3fn
 
@@ -258,3 +258,41 @@ def test_an_option_the_model_lacks_is_a_clear_error_at_the_programs_line(options
     with pytest.raises(NotPortableError, match="transform_kind"):
         TensorCoreIntrinEmitterWithLadderTransform(b_transposed=True, warp_row_tiles=16,
                                                    warp_col_tiles=16, transform_kind_b=2)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("dtype, accum, cls", [
+    ("int8", "int32", TensorCoreIntrinEmitter),
+    ("float8_e4m3fn", "float32", TensorCoreIntrinEmitter),
+    ("float16", "float16", TensorCoreIntrinEmitter),
+    ("int8", "int32", INT4TensorCoreIntrinEmitter),
+])
+def test_the_jit_gives_the_interpreters_bits_on_four_warps(dtype, accum, cls):
+    em = emitter(dtype, accum, warps=(2, 2), tiles=(32, 16), chunk=32, cls=cls)
+    M, N, K = 64, 64, 64
+    rng = np.random.default_rng(5)
+    if dtype == "int8":
+        A, B = (rng.integers(-128, 128, s).astype(np.int8) for s in ((M, K), (N, K)))
+    else:
+        dt = F8 if dtype.startswith("float8") else np.float16
+        A, B = (rng.standard_normal(s).astype(dt) for s in ((M, K), (N, K)))
+    kernel = intrinsics_gemm(em, M, N, K, accum)
+    want = interp(kernel, A, B)
+    if cls is TensorCoreIntrinEmitter:
+        np.testing.assert_array_equal(want, stated_order(A, B, em.micro_size_k, accum))
+    np.testing.assert_array_equal(kernel(A, B), want)
+
+
+def test_fragments_outside_per_thread_local_memory_are_refused_at_the_call():
+    em = emitter("float16", "float32")
+    with pytest.raises(TileTypeError, match="expected a 1-d T.alloc_local buffer") as err:
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32):
+                a_s = T.alloc_shared((16, 16), "float16")
+                a_l = T.alloc_local((8,), "float16")
+                c_l = T.alloc_fragment((8,), "float32")  # per block, not per thread
+                T.copy(A, a_s)
+                em.ldmatrix_a(a_l, a_s, 0)
+                em.mma(a_l, a_l, c_l)
+    assert "em.mma(a_l, a_l, c_l)" in str(err.value)

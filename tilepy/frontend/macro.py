@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 
-from tilepy.errors import Loc, TileTypeError
+from tilepy.errors import Loc, TilepyError, TileTypeError
 from tilepy.frontend.source import environment, read_source
 
 
@@ -40,6 +40,10 @@ def inline_macro(tr, fn, args: list, kwargs: dict, loc: Loc):
             tr.stmt(st)
     except Return as r:
         return r.value
+    except TilepyError as err:  # raised by build-time code without a line: the call's
+        if err.loc.line or type(err).__init__ is not TilepyError.__init__:
+            raise
+        raise type(err)(err.message, loc, hint=err.hint) from None
     finally:
         tr.src, tr.env, tr.scopes = saved
     return None

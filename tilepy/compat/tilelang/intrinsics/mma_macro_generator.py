@@ -18,8 +18,9 @@ import inspect
 
 import tilepy.language as T
 from tilepy.compat.tilelang.intrinsics import mma_layout as L
-from tilepy.errors import Loc, NotPortableError
+from tilepy.errors import Loc, NotPortableError, TileTypeError
 from tilepy.frontend.dtypes import dtype as _dtype
+from tilepy.ir.types import Scope
 
 _WARP = 32
 _MODELLED = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
@@ -126,6 +127,13 @@ class TensorCoreIntrinEmitter:
 
     @staticmethod
     def _slots(buf) -> int:
+        """The slots of a per-thread fragment: a 1-d T.alloc_local buffer."""
+        if getattr(buf, "scope", None) is not Scope.LOCAL or buf.ndim != 1:
+            raise TileTypeError(
+                f"the MMA emitters' fragments: expected a 1-d T.alloc_local buffer (per "
+                f"thread); got {getattr(buf, 'name', buf)!r} in {getattr(buf, 'scope', '?')} "
+                "memory", hint="allocate A_local, B_local and C_local with T.alloc_local, as "
+                               "TileLang's intrinsics examples do")
         (n,) = buf.static_shape()
         return n
 
@@ -135,6 +143,7 @@ class TensorCoreIntrinEmitter:
         """A's fragments of this warp's warp_rows 16-row tiles at k-step `ki`."""
         tx = T.get_thread_binding() if thread_binding is None else thread_binding
         lane, _, warp_m = self.extract_thread_binding(tx)
+        self._slots(A_local_buf)
         for i in T.serial(self.warp_rows):
             for v in self._unrolled(self.local_size_a):
                 a_row, a_k = self._a_at(lane, v)
@@ -147,6 +156,7 @@ class TensorCoreIntrinEmitter:
         """B's fragments ([n, k] tile) of this warp's warp_cols 16-column tiles."""
         tx = T.get_thread_binding() if thread_binding is None else thread_binding
         lane, warp_n, _ = self.extract_thread_binding(tx)
+        self._slots(B_local_buf)
         for j in T.serial(self.warp_cols):
             for v in self._unrolled(self.local_size_b):
                 b_n, b_k = self._b_at(lane, v)
@@ -162,6 +172,7 @@ class TensorCoreIntrinEmitter:
         first = tx - lane  # the warp's first thread
         a_regs = T.alloc_shared((self.threads, self._slots(A_local_buf)), self.a_dtype)
         b_regs = T.alloc_shared((self.threads, self._slots(B_local_buf)), self.b_dtype)
+        self._slots(C_local_buf)
         acc = T.alloc_local((1,), self._math_dtype())
         for v in T.serial(self._slots(A_local_buf)):
             a_regs[tx, v] = A_local_buf[v]
