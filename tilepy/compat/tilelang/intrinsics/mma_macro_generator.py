@@ -145,7 +145,7 @@ class TensorCoreIntrinEmitter:
         lane, _, warp_m = self.extract_thread_binding(tx)
         self._slots(A_local_buf)
         for i in T.serial(self.warp_rows):
-            for v in self._unrolled(self.local_size_a):
+            for v in T.serial(self.local_size_a):
                 a_row, a_k = self._a_at(lane, v)
                 A_local_buf[i * self.local_size_a + v] = A_shared_buf[
                     warp_m * self.warp_row_tiles + i * 16 + a_row,
@@ -158,7 +158,7 @@ class TensorCoreIntrinEmitter:
         lane, warp_n, _ = self.extract_thread_binding(tx)
         self._slots(B_local_buf)
         for j in T.serial(self.warp_cols):
-            for v in self._unrolled(self.local_size_b):
+            for v in T.serial(self.local_size_b):
                 b_n, b_k = self._b_at(lane, v)
                 B_local_buf[j * self.local_size_b + v] = B_shared_buf[
                     warp_n * self.warp_col_tiles + j * 16 + b_n,
@@ -182,7 +182,7 @@ class TensorCoreIntrinEmitter:
         b0 = k_inner * self.warp_cols * self.local_size_b
         e = 32 // self.bits  # elements a 32-bit register holds
         for i, j in T.grid(self.warp_rows, self.warp_cols):
-            for v in self._unrolled(self.local_size_out):
+            for v in T.serial(self.local_size_out):
                 at = (i * self.warp_cols + j) * self.local_size_out + v
                 acc[0] = T.cast(C_local_buf[at], self._math_dtype())
                 # k = 4e * kq + e * t4 + ke, ascending: one add per k
@@ -202,7 +202,7 @@ class TensorCoreIntrinEmitter:
         tx = T.get_thread_binding() if thread_binding is None else thread_binding
         lane, warp_n, warp_m = self.extract_thread_binding(tx)
         for i, j in T.grid(self.warp_rows, self.warp_cols):
-            for v in self._unrolled(self.local_size_out):
+            for v in T.serial(self.local_size_out):
                 row, col = L.c_element(lane, v)
                 value = C_local_buf[(i * self.warp_cols + j) * self.local_size_out + v]
                 ti = warp_m * self.warp_rows + i
