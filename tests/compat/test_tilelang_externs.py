@@ -283,3 +283,36 @@ def test_lop3_int2_decodes_match_the_model_and_a_prelude_of_library_text_runs(tl
     assert s.min() == -2 and s.max() == 1
     with pytest.raises(NotPortableError, match="imports its own CUDA source for it"):
         build(library.replace("lib", "mine"))  # other text for the name: refused
+
+
+def test_dp4a_adds_the_dot_product_of_four_int8_pairs(tl):
+    import tilelang.language as T
+
+    @T.prim_func
+    def dots(A: T.Tensor((64, 8), "int8"), B: T.Tensor((64, 8), "int8"),
+             C: T.Tensor((64,), "int32")):
+        with T.Kernel(64) as bx:
+            a = T.alloc_local((8,), "int8")
+            b = T.alloc_local((2, 4), "int8")  # a 2-d buffer: the 4 values walk row-major
+            acc = T.alloc_local((1,), "int32")
+            for v in T.serial(8):
+                a[v] = A[bx, v]
+                b[v // 4, v % 4] = B[bx, v]
+            acc[0] = C[bx]
+            for q in T.serial(2):
+                T.dp4a(a[q * 4], b[q, 0], acc[0])
+            C[bx] = acc[0]
+
+    rng = np.random.default_rng(6)
+    a = rng.integers(-128, 128, (64, 8)).astype(np.int8)
+    b = rng.integers(-128, 128, (64, 8)).astype(np.int8)
+    c = rng.integers(-1000, 1000, 64).astype(np.int32)
+    want = c + (a.astype(np.int64) * b.astype(np.int64)).sum(1)
+    with tilepy.backend("interp"):
+        dots(a, b, c)
+    np.testing.assert_array_equal(c, want)
+    with pytest.raises(TileTypeError, match="expected int8 a and b and an int32 c"):
+        @T.prim_func
+        def wrong(A: T.Tensor((4,), "int8"), C: T.Tensor((1,), "float32")):
+            with T.Kernel(1) as _:
+                T.dp4a(A[0], A[0], C[0])

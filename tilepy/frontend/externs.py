@@ -20,7 +20,7 @@ from tilepy.ir.ops import Op
 from tilepy.ir.types import dtype as to_dtype
 from tilepy.ir.types import int32
 
-NAMES = "import_source call_extern address_of"
+NAMES = "import_source call_extern address_of dp4a"
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,29 @@ def _call_extern(tr, node, loc: Loc, name: str):
     ext.expand(tr, args, loc)
 
 
+def _dp4a(tr, node, loc: Loc, name: str):
+    """`T.dp4a(a[i], b[j], c[k])`: c[k] += the dot product of the 4 int8 values from a[i]
+    and from b[j] (CUDA's __dp4a on packed bytes), in int32."""
+    if len(node.args) != 3 or node.keywords:
+        raise TileSyntaxError("T.dp4a takes three elements: T.dp4a(a[i], b[j], c[k])", loc)
+    ops = [tr.operand(a) for a in node.args]
+    if not all(isinstance(o, StartPoint) for o in ops):
+        raise TileTypeError(f"T.dp4a expects elements of buffers (a[i], b[j], c[k]); got "
+                            f"{', '.join(describe(o) for o in ops)}", loc)
+    a, b, c = (Address(o.buffer, o.starts) for o in ops)
+    if {a.buffer.dtype.name, b.buffer.dtype.name} - {"int8", "uint8"} \
+            or c.buffer.dtype != int32:
+        raise TileTypeError(f"T.dp4a multiplies 4 int8 pairs into an int32: expected int8 "
+                            f"a and b and an int32 c; got {a.buffer.dtype}, "
+                            f"{b.buffer.dtype}, {c.buffer.dtype}", loc)
+    total = Load(c.buffer, _element(c, 0, loc))
+    for i in range(4):
+        x, y = (exprs.cast(Load(p.buffer, _element(p, i, loc)), int32, loc) for p in (a, b))
+        total = exprs.call(Op.ADD, [total, exprs.call(Op.MUL, [x, y], loc)], loc)
+    tr.emit(_store(c, 0, total, loc))
+
+
 HANDLERS = {"import_source": _import_source, "address_of": _address_of,
-            "call_extern": _call_extern}
+            "call_extern": _call_extern, "dp4a": _dp4a}
 
 builtins.HANDLERS.update(HANDLERS)
