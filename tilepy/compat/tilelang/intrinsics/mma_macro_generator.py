@@ -166,7 +166,9 @@ class TensorCoreIntrinEmitter:
 
     @T.macro
     def mma(self, A_local_buf, B_local_buf, C_local_buf, k_inner=0):
-        """C += A @ B.T on every (i, j) 16 x 16 tile of the warp: two m16n8 instructions."""
+        """C += A @ B.T on every (i, j) 16 x 16 tile of the warp: two m16n8 instructions.
+        `k_inner` offsets only fragment-scope buffers in TileLang; local ones (the model's)
+        start at slot 0 whatever it is."""
         tx = T.get_thread_binding()
         lane = tx % _WARP
         first = tx - lane  # the warp's first thread
@@ -178,8 +180,6 @@ class TensorCoreIntrinEmitter:
             a_regs[tx, v] = A_local_buf[v]
         for v in T.serial(self._slots(B_local_buf)):
             b_regs[tx, v] = B_local_buf[v]
-        a0 = k_inner * self.warp_rows * self.local_size_a
-        b0 = k_inner * self.warp_cols * self.local_size_b
         e = 32 // self.bits  # elements a 32-bit register holds
         for i, j in T.grid(self.warp_rows, self.warp_cols):
             for v in T.serial(self.local_size_out):
@@ -191,8 +191,8 @@ class TensorCoreIntrinEmitter:
                         for ke in self._unrolled(e):
                             (la, sa), (lb, sb) = L.mma_sources(lane, v, kq, t4, ke, self.bits)
                             acc[0] = acc[0] + self._product(
-                                a_regs[first + la, a0 + i * self.local_size_a + sa],
-                                b_regs[first + lb, b0 + j * self.local_size_b + sb])
+                                a_regs[first + la, i * self.local_size_a + sa],
+                                b_regs[first + lb, j * self.local_size_b + sb])
                 C_local_buf[at] = T.cast(acc[0], self.accum_dtype)
 
     @T.macro
