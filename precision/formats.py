@@ -141,6 +141,7 @@ ALIASES = {
     "e4m3": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn",
     "e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2", "e8m0": "float8_e8m0fnu",
     "e2m1": "float4_e2m1fn", "fp4": "float4_e2m1fn", "float4_e2m1": "float4_e2m1fn",
+    "e4m3_float8": "float8_e4m3fn", "e5m2_float8": "float8_e5m2",  # TileLang's older names
 }
 
 

@@ -229,3 +229,90 @@ def test_unknown_or_foreign_external_functions_are_refused(tl):
         get_mxfp_intrin_group(out_dtype="bfloat16", use_twiddling=False)
     with pytest.raises(NotPortableError, match=r"decode_i4s_to_f16_scale \(tilelang"):
         get_lop3_intrin_group(out_dtype="float16", source_format="int", with_scaling=True)
+
+
+def _i2_model(b: np.ndarray, signed: bool) -> np.ndarray:
+    """decode_i2{u,s}_to_i8s on groups of 4 bytes (word w, little-endian): for i < 4, lop3
+    gives the word (w >> 2i) & 0x03030303, whose byte b is output 4i + b, minus 2 per byte
+    (__vsub4 with 0x02020202) when signed."""
+    b = b.astype(np.int64)
+    out = np.stack([(b[:, k % 4] >> (2 * (k // 4))) & 3 for k in range(16)], 1)
+    return (out - 2 * signed).astype(np.int8)
+
+
+def test_lop3_int2_decodes_match_the_model_and_a_prelude_of_library_text_runs(tl, monkeypatch):
+    import hashlib
+
+    import tilelang.language as T
+    from tilelang.quantize import get_lop3_intrin_group
+
+    from tilepy.frontend import externs
+
+    infos = [get_lop3_intrin_group(out_dtype="int8", source_format=f, source_bit=2)
+             for f in ("uint", "int")]
+    assert [i["func_name"] for i in infos] == ["decode_i2u_to_i8s", "decode_i2s_to_i8s"]
+    library = "__device__ void decode_i2u_to_i8s(int8_t *a, int8_t *b, int n) {/* lib */}"
+    monkeypatch.setattr(externs, "_LIBRARY", {hashlib.sha256(library.encode()).hexdigest()})
+
+    def build(prelude):
+        @T.prim_func
+        def decode(B: T.Tensor((256, 4), "int8"), U: T.Tensor((256, 16), "int8"),
+                   S: T.Tensor((256, 16), "int8")):
+            with T.Kernel(256, prelude=prelude) as bx:
+                packed = T.alloc_local((4,), "int8")
+                u = T.alloc_local((16,), "int8")
+                s = T.alloc_local((16,), "int8")
+                for v in T.serial(4):
+                    packed[v] = B[bx, v]
+                T.call_extern("handle", "decode_i2u_to_i8s", T.address_of(packed[0]),
+                              T.address_of(u[0]))
+                T.call_extern("handle", "decode_i2s_to_i8s", T.address_of(packed[0]),
+                              T.address_of(s[0]), 16)
+                for v in T.serial(16):
+                    U[bx, v] = u[v]
+                    S[bx, v] = s[v]
+        return decode
+
+    g = np.arange(256)
+    b = np.stack([g, g * 7 + 3, g * 13 + 5, 255 - g], 1).astype(np.uint8)  # every byte
+    u, s = np.zeros((256, 16), np.int8), np.zeros((256, 16), np.int8)
+    with tilepy.backend("interp"):
+        build(library)(b.view(np.int8), u, s)  # the library's text: the modelled helper
+    np.testing.assert_array_equal(u, _i2_model(b, False))
+    np.testing.assert_array_equal(s, _i2_model(b, True))
+    assert s.min() == -2 and s.max() == 1
+    with pytest.raises(NotPortableError, match="imports its own CUDA source for it"):
+        build(library.replace("lib", "mine"))  # other text for the name: refused
+
+
+def test_dp4a_adds_the_dot_product_of_four_int8_pairs(tl):
+    import tilelang.language as T
+
+    @T.prim_func
+    def dots(A: T.Tensor((64, 8), "int8"), B: T.Tensor((64, 8), "int8"),
+             C: T.Tensor((64,), "int32")):
+        with T.Kernel(64) as bx:
+            a = T.alloc_local((8,), "int8")
+            b = T.alloc_local((2, 4), "int8")  # a 2-d buffer: the 4 values walk row-major
+            acc = T.alloc_local((1,), "int32")
+            for v in T.serial(8):
+                a[v] = A[bx, v]
+                b[v // 4, v % 4] = B[bx, v]
+            acc[0] = C[bx]
+            for q in T.serial(2):
+                T.dp4a(a[q * 4], b[q, 0], acc[0])
+            C[bx] = acc[0]
+
+    rng = np.random.default_rng(6)
+    a = rng.integers(-128, 128, (64, 8)).astype(np.int8)
+    b = rng.integers(-128, 128, (64, 8)).astype(np.int8)
+    c = rng.integers(-1000, 1000, 64).astype(np.int32)
+    want = c + (a.astype(np.int64) * b.astype(np.int64)).sum(1)
+    with tilepy.backend("interp"):
+        dots(a, b, c)
+    np.testing.assert_array_equal(c, want)
+    with pytest.raises(TileTypeError, match="expected int8 a and b and an int32 c"):
+        @T.prim_func
+        def wrong(A: T.Tensor((4,), "int8"), C: T.Tensor((1,), "float32")):
+            with T.Kernel(1) as _:
+                T.dp4a(A[0], A[0], C[0])

@@ -6,6 +6,7 @@ gives the pointers they take. Any other external function is refused as not port
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -19,7 +20,7 @@ from tilepy.ir.ops import Op
 from tilepy.ir.types import dtype as to_dtype
 from tilepy.ir.types import int32
 
-NAMES = "import_source call_extern address_of"
+NAMES = "import_source call_extern address_of dp4a"
 
 
 @dataclass(frozen=True)
@@ -201,13 +202,48 @@ def _i4_to_f16(signed: bool):
     return expand
 
 
+def _i2_to_i8s(signed: bool):
+    """One 32-bit little-endian word -> N int8 (N a multiple of 4, at most 16): output
+    4i + b is bits 2i, 2i + 1 of byte b (the LOP3 of word >> 2i with 0x03030303), minus 2
+    when signed (__vsub4 with 0x02020202)."""
+    name = f"decode_i2{'s' if signed else 'u'}_to_i8s"
+
+    def expand(tr, args: list, loc: Loc) -> None:
+        src = _pointers(args, name, loc)
+        dst = _out(args[1], "int8", name, loc)
+        n = _count(args, 16, name, loc)
+        if n % 4 or n > 16:
+            raise TileTypeError(f"{name} decodes one 32-bit word: expected N in 4, 8, 12, "
+                                f"16; got {n}", loc)
+        for k in range(n):
+            i, b = divmod(k, 4)
+            crumb = exprs.call(Op.BITAND, [exprs.call(
+                Op.SHR, [_byte(src, b, loc), 2 * i], loc), 3], loc)
+            if signed:
+                crumb = exprs.call(Op.SUB, [crumb, 2], loc)
+            tr.emit(_store(dst, k, exprs.cast(crumb, to_dtype("int8"), loc), loc))
+
+    return expand
+
+
 EXTERNS: dict[str, Extern] = {e.name: e for e in (
     Extern("decode_fp4_to_bf16_twiddling", _fp4_to_bf16_twiddling,
            "the op fp4_twiddled per output"),
     Extern("decode_i4u_to_f16", _i4_to_f16(False), "nibble-to-float16 casts"),
     Extern("decode_i4s_to_f16", _i4_to_f16(True), "nibble-minus-8-to-float16 casts"),
+    Extern("decode_i2u_to_i8s", _i2_to_i8s(False), "2-bit-to-int8 casts"),
+    Extern("decode_i2s_to_i8s", _i2_to_i8s(True), "2-bit-minus-2-to-int8 casts"),
 )}
 _SOURCES = {e.source for e in EXTERNS.values()}
+# SHA-256 of CUDA text that TileLang's own library hands out for helpers modelled above
+# (tilelang/quantize/lop3.py's `decode_i2s_to_i8s`, which defines decode_i2s_to_i8s and
+# decode_i2u_to_i8s): a kernel that brings this very text, e.g. as T.Kernel(prelude=...),
+# runs the model; any other text for a modelled name stays refused.
+_LIBRARY = {"52fa9eb238f441493ba7f7c6a2e8500bb67a2e0a90a9dc1d7b8e8bdc8487aa14"}
+
+
+def _library_text(src: str) -> bool:
+    return src in _SOURCES or hashlib.sha256(src.encode()).hexdigest() in _LIBRARY
 
 
 # ---------------------------------------------------------------- handlers
@@ -218,6 +254,11 @@ def _import_source(tr, node, loc: Loc, name: str):
     if not isinstance(src, str):
         raise TileTypeError(f"T.import_source expects the source text (a str); got "
                             f"{describe(src)}", loc)
+    add_source(tr, src)
+
+
+def add_source(tr, src: str) -> None:
+    """Record CUDA text a kernel brings (T.import_source, T.Kernel(prelude=...))."""
     tr.__dict__.setdefault("extern_sources", []).append(src)
 
 
@@ -242,7 +283,7 @@ def _call_extern(tr, node, loc: Loc, name: str):
                             f"{describe(fname)}", loc)
     ext = EXTERNS.get(fname)
     foreign = [s for s in tr.__dict__.get("extern_sources", ())
-               if fname + "(" in s and s not in _SOURCES]
+               if fname + "(" in s and not _library_text(s)]
     if ext is None or foreign:
         why = "the kernel imports its own CUDA source for it" if ext else "CUDA device code"
         raise NotPortableError(
@@ -253,7 +294,29 @@ def _call_extern(tr, node, loc: Loc, name: str):
     ext.expand(tr, args, loc)
 
 
+def _dp4a(tr, node, loc: Loc, name: str):
+    """`T.dp4a(a[i], b[j], c[k])`: c[k] += the dot product of the 4 int8 values from a[i]
+    and from b[j] (CUDA's __dp4a on packed bytes), in int32."""
+    if len(node.args) != 3 or node.keywords:
+        raise TileSyntaxError("T.dp4a takes three elements: T.dp4a(a[i], b[j], c[k])", loc)
+    ops = [tr.operand(a) for a in node.args]
+    if not all(isinstance(o, StartPoint) for o in ops):
+        raise TileTypeError(f"T.dp4a expects elements of buffers (a[i], b[j], c[k]); got "
+                            f"{', '.join(describe(o) for o in ops)}", loc)
+    a, b, c = (Address(o.buffer, o.starts) for o in ops)
+    if {a.buffer.dtype.name, b.buffer.dtype.name} - {"int8", "uint8"} \
+            or c.buffer.dtype != int32:
+        raise TileTypeError(f"T.dp4a multiplies 4 int8 pairs into an int32: expected int8 "
+                            f"a and b and an int32 c; got {a.buffer.dtype}, "
+                            f"{b.buffer.dtype}, {c.buffer.dtype}", loc)
+    total = Load(c.buffer, _element(c, 0, loc))
+    for i in range(4):
+        x, y = (exprs.cast(Load(p.buffer, _element(p, i, loc)), int32, loc) for p in (a, b))
+        total = exprs.call(Op.ADD, [total, exprs.call(Op.MUL, [x, y], loc)], loc)
+    tr.emit(_store(c, 0, total, loc))
+
+
 HANDLERS = {"import_source": _import_source, "address_of": _address_of,
-            "call_extern": _call_extern}
+            "call_extern": _call_extern, "dp4a": _dp4a}
 
 builtins.HANDLERS.update(HANDLERS)

@@ -2,14 +2,15 @@
 
 A macro's parameters are bound to the caller's values (buffers, scalars, build-time
 values); its statements go into the caller's current body; `return x` gives the call's
-value. Names inside the macro resolve in the macro's own module and closure.
+value. Names inside the macro resolve in the macro's own module and closure. A macro that
+is a method (`@T.macro def f(self, ...)` called as `obj.f(...)`) sees its object as `self`.
 """
 
 from __future__ import annotations
 
 import inspect
 
-from tilepy.errors import Loc, TileTypeError
+from tilepy.errors import Loc, TilepyError, TileTypeError
 from tilepy.frontend.source import environment, read_source
 
 
@@ -30,6 +31,8 @@ def inline_macro(tr, fn, args: list, kwargs: dict, loc: Loc):
     saved = tr.src, tr.env, tr.scopes
     tr.src, tr.env = read_source(fn), environment(fn)
     tr.scopes = [{}]
+    if inspect.ismethod(fn):  # bind the object to the method's first parameter
+        tr.bind(next(iter(inspect.signature(fn.__func__).parameters)), fn.__self__)
     for name, value in bound.arguments.items():
         tr.bind(name, value)
     try:
@@ -37,6 +40,10 @@ def inline_macro(tr, fn, args: list, kwargs: dict, loc: Loc):
             tr.stmt(st)
     except Return as r:
         return r.value
+    except TilepyError as err:  # raised by build-time code without a line: the call's
+        if err.loc.line or type(err).__init__ is not TilepyError.__init__:
+            raise
+        raise type(err)(err.message, loc, hint=err.hint) from None
     finally:
         tr.src, tr.env, tr.scopes = saved
     return None

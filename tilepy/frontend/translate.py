@@ -289,6 +289,10 @@ class Translator(ExpressionMixin):
         if persistent:
             order = ", ".join(f"{k}={kw[k]!r}" for k in ("order", "panel_size") if k in kw)
             annotations.add_hint(self, f"T.PersistentKernel({order})")
+        if isinstance(kw.get("prelude"), str):  # CUDA text the launch brings
+            from tilepy.frontend.externs import add_source
+
+            add_source(self, kw["prelude"])
         threads = kw.get("threads", 128)
         threads = tuple(threads) if isinstance(threads, (tuple, list)) else (int(threads),)
         names = self.target_names(item.optional_vars, len(grid), loc)

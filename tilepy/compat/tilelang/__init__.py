@@ -24,7 +24,14 @@ from tilepy.compat.tilelang import (  # noqa: F401 - tilelang.language, tilelang
     utils,
 )
 from tilepy.compat.tilelang.autotuner import AutoTuner, autotune  # noqa: F401
-from tilepy.compat.tilelang.jit import JITKernel, compile, jit, lazy_jit  # noqa: F401
+from tilepy.compat.tilelang.jit import (  # noqa: F401 - Profiler, lower: the older API
+    JITKernel,
+    Profiler,
+    compile,
+    jit,
+    lazy_jit,
+    lower,
+)
 from tilepy.compat.tilelang.math import next_power_of_2  # noqa: F401
 from tilepy.compat.tilelang.transform import PassConfigKey  # noqa: F401
 from tilepy.compat.tilelang.utils.tensor import TensorSupplyType  # noqa: F401

@@ -113,3 +113,35 @@ def jit(func=None, *, out_idx=None, target=None, target_host=None, execution_bac
 
 
 lazy_jit = jit
+
+
+class _RuntimeModule:
+    """What TileLang's older `tilelang.lower` returned first: the kernel's runtime module
+    (`mod.imported_modules[0].get_source()` gives tilepy's generated source)."""
+
+    def __init__(self, kernel: JITKernel):
+        self.kernel = kernel
+        self.imported_modules = [self]
+
+    def get_source(self, *args, **kwargs) -> str:
+        return self.kernel.get_kernel_source()
+
+    def __call__(self, *args):
+        return self.kernel(*args)
+
+
+def lower(func, target=None, target_host=None, runtime_only=False, **_ignored):
+    """TileLang's older `mod, params = tilelang.lower(prim_func)`: the kernel (as a runtime
+    module) and its parameters."""
+    kernel = compile(func)
+    return _RuntimeModule(kernel), kernel.params
+
+
+def Profiler(mod, params=None, result_idx=None, supply_type=None):  # noqa: N802
+    """TileLang's older `tilelang.Profiler(mod, params, result_idx, supply_type)`: the
+    profiler of a lowered kernel (call it with the arguments; `do_bench(profiler.func)`)."""
+    from tilepy.compat.tilelang.profiler import Profiler as _Profiler
+
+    kernel = mod.kernel if isinstance(mod, _RuntimeModule) else mod
+    base = kernel.kernel if isinstance(kernel, JITKernel) else kernel
+    return _Profiler(JITKernel(_compile(base, list(result_idx or []))), supply_type)

@@ -1,6 +1,7 @@
 """`tilelang.intrinsics`: its layout helpers, which feed `T.annotate_layout` hints (recorded,
 never applied on the CPU reference), and `get_swizzle_layout`, the index permutation those
-hints describe. The warp-level MMA emitters (`mma_macro_generator`) are refused."""
+hints describe. The warp-level MMA emitters run as a CPU model (`mma_macro_generator`, with
+the fragment layouts in `mma_layout`)."""
 
 from tilepy.compat.tilelang.layout import make_swizzled_layout
 from tilepy.frontend.dtypes import dtype as _dtype

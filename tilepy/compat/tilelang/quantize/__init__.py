@@ -141,7 +141,8 @@ def get_lop3_intrin_group(out_dtype, source_format="uint", source_bit=4, storage
                           with_scaling=False, with_zeros=False, zeros_mode="original",
                           storage_scope="local"):
     """TileLang's LOP3 decode helper: decode_i4u_to_f16 / decode_i4s_to_f16 (4-bit ints to
-    float16, no scaling or zeros) run here; the others are refused."""
+    float16, no scaling or zeros) and decode_i2u_to_i8s / decode_i2s_to_i8s (2-bit ints to
+    int8) run here; the others are refused."""
     if str(source_format) not in ("int", "uint", "int32", "uint32"):
         raise TileTypeError(f"get_lop3_intrin_group: expected source_format 'int' or 'uint'; "
                             f"got {source_format!r}")
@@ -150,7 +151,9 @@ def get_lop3_intrin_group(out_dtype, source_format="uint", source_bit=4, storage
     name = f"decode_i{source_bit}{sign}_to_{out}" + ("_scale" if with_scaling else "") \
         + (f"_zeros_{zeros_mode}" if with_zeros else "") \
         + ("_offset" if storage_scope == "warp" and with_scaling else "")
-    if name not in ("decode_i4u_to_f16", "decode_i4s_to_f16"):
+    if name not in ("decode_i4u_to_f16", "decode_i4s_to_f16", "decode_i2u_to_i8s",
+                    "decode_i2s_to_i8s"):
         _refuse(name, "tilelang.quantize.get_lop3_intrin_group",
-                "decode_i4u_to_f16 and decode_i4s_to_f16 (4-bit to float16, no scaling)")
+                "decode_i4u_to_f16 and decode_i4s_to_f16 (4-bit to float16, no scaling), "
+                "decode_i2u_to_i8s and decode_i2s_to_i8s (2-bit to int8)")
     return _descriptor(name)

@@ -91,3 +91,10 @@ def torch_assert_close(actual, expected, rtol=1e-5, atol=1e-8, max_mismatched_ra
             f"{int(bad.sum())} of {bad.size} elements differ ({ratio:.2%} > "
             f"{max_mismatched_ratio:.2%}); first at {tuple(int(x) for x in i)}: "
             f"{base_name} {a[i]!r}, {ref_name} {b[i]!r} (rtol={rtol}, atol={atol})")
+
+
+def map_torch_type(name):
+    """torch's dtype for a TileLang dtype name (`"e4m3_float8"` -> `torch.float8_e4m3fn`)."""
+    from tilepy.frontend.dtypes import dtype
+
+    return dtype(name).as_torch()
