@@ -260,6 +260,13 @@ def test_an_option_the_model_lacks_is_a_clear_error_at_the_programs_line(options
                                                    warp_col_tiles=16, transform_kind_b=2)
 
 
+
+def test_warp_tiles_that_are_not_whole_mma_tiles_are_a_type_error_at_the_programs_line():
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(TileTypeError) as err:
+        TensorCoreIntrinEmitter(b_transposed=True, warp_row_tiles=24, warp_col_tiles=16)
+    assert "24 x 16" in str(err.value) and f"test_tilelang_mma.py:{line}" in str(err.value)
+
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("dtype, accum, cls", [
     ("int8", "int32", TensorCoreIntrinEmitter),

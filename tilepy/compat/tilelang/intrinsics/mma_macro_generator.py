@@ -73,8 +73,10 @@ class TensorCoreIntrinEmitter:
         self.threads = _WARP * block_row_warps * block_col_warps * reduce_k
         if self.warp_rows == 0 or self.warp_cols == 0 or warp_row_tiles % 16 \
                 or warp_col_tiles % 16:
-            raise ValueError(f"warp tiles {warp_row_tiles} x {warp_col_tiles}: expected "
-                             "multiples of 16")
+            raise TileTypeError(
+                f"TensorCoreIntrinEmitter: warp tiles {warp_row_tiles} x {warp_col_tiles}: "
+                f"expected positive multiples of 16", _caller_loc(),
+                hint="each warp computes whole 16 x 16 accumulator tiles")
 
     def _check(self, a_transposed, b_transposed, reduce_k, num_elems_per_byte):
         hint = ("the model covers A as [m, k] and B as [n, k] tiles (a_transposed=False, "
