@@ -57,6 +57,14 @@ class Capture:
         out = graph(args)
         return out
 
+    def records_next(self, *args) -> bool:
+        """Whether a call with these arguments would be recorded (not a warm-up, not a
+        replay): only such a call can be refused after running part or all of the step."""
+        graph = self._graphs.get(snapshot_key(args))
+        if graph is None or not graph.valid():
+            return self.warmup < 1
+        return graph.ops is None and graph.calls + 1 > self.warmup
+
     def reset(self) -> None:
         """Forget every recording (the next calls capture again)."""
         self._graphs.clear()

@@ -21,11 +21,14 @@ F = nn.functional
 
 @dataclass
 class Task:
-    """model; n_train samples indexed by a batch's index array in loss(idx); evaluate()
-    gives the held-out metric; extra holds reference figures (a baseline, the optimum)."""
+    """model; n_train samples: batch(idx) gathers a batch's arrays on the host (numpy
+    indexing by the index array idx) and loss(*arrays) computes its loss, so that a
+    training step takes the batch as its inputs (and can be captured); evaluate() gives
+    the held-out metric; extra holds reference figures (a baseline, the optimum)."""
 
     model: nn.Module
     n_train: int
+    batch: Callable
     loss: Callable
     evaluate: Callable
     extra: dict = field(default_factory=dict)
@@ -47,7 +50,8 @@ def _classify(make, xtr, ytr, xte, yte, seed) -> Task:
     def evaluate():
         pred = _batched(model, lambda s: model(xte[s]).numpy().argmax(-1), len(xte))
         return float(np.mean(pred == yte))
-    return Task(model, len(xtr), lambda i: F.cross_entropy(model(xtr[i]), ytr[i]), evaluate)
+    return Task(model, len(xtr), lambda i: (xtr[i], ytr[i]),
+                lambda x, y: F.cross_entropy(model(x), y), evaluate)
 
 
 def digits(make, images: bool = True):
@@ -108,16 +112,16 @@ def reconstruct(make, images: bool, vae: bool = False):
         out = (lambda r: r[0]) if vae else (lambda r: r)
         base = float(np.mean((xte - xtr.mean(axis=0)) ** 2))
 
-        def loss(i):
+        def loss(x):
             if vae:
-                r, mean, logvar = model(xtr[i])
-                return zoo.vae_loss(r, xtr[i], mean, logvar)
-            return zoo.mse_loss(model(xtr[i]), xtr[i])
+                r, mean, logvar = model(x)
+                return zoo.vae_loss(r, x, mean, logvar)
+            return zoo.mse_loss(model(x), x)
 
         def evaluate():
             rec = _batched(model, lambda s: out(model(xte[s])).numpy(), len(xte))
             return float(np.mean((rec - xte) ** 2)) / base
-        return Task(model, len(xtr), loss, evaluate)
+        return Task(model, len(xtr), lambda i: (xtr[i],), loss, evaluate)
     return setup
 
 
@@ -128,21 +132,20 @@ def segmentation(make):
         nn.manual_seed(seed)
         model = make()
 
-        def loss(i):
-            return F.cross_entropy(model(x[i]).permute(0, 2, 3, 1).reshape(-1, 2),
-                                   mask[i].reshape(-1))
+        def loss(xb, mb):
+            return F.cross_entropy(model(xb).permute(0, 2, 3, 1).reshape(-1, 2), mb)
 
         def evaluate():
             pred = _batched(model, lambda s: model(x[1000:][s]).numpy().argmax(1), 250)
             return float(np.mean(pred == mask[1000:]))
-        return Task(model, 1000, loss, evaluate)
+        return Task(model, 1000, lambda i: (x[i], mask[i].reshape(-1)), loss, evaluate)
     return setup
 
 
-def _token_task(model, loss, predict, y_test) -> Task:
+def _token_task(model, batch, loss, predict, y_test) -> Task:
     def evaluate():
         return float(np.mean(_batched(model, predict, len(y_test)) == y_test))
-    return Task(model, 4000, loss, evaluate)
+    return Task(model, 4000, batch, loss, evaluate)
 
 
 def sort_task(make):
@@ -150,7 +153,7 @@ def sort_task(make):
         x, y = synthetic.sequence_task("sort", 5000, length=8, vocab=8, seed=seed)
         nn.manual_seed(seed)
         m = make()
-        return _token_task(m, lambda i: zoo.sequence_loss(m(x[i]), y[i]),
+        return _token_task(m, lambda i: (x[i], y[i]), lambda a, b: zoo.sequence_loss(m(a), b),
                            lambda s: m(x[4000:][s]).numpy().argmax(-1), y[4000:])
     return setup
 
@@ -166,7 +169,8 @@ def tagging(make):
 
         def predict(s):
             return np.where(valid[s], m(xt[s], nt[s]).numpy().argmax(-1), -1)
-        return _token_task(m, lambda i: zoo.sequence_loss(m(x[i], n[i]), y[i], n[i]), predict,
+        return _token_task(m, lambda i: (x[i], n[i], y[i]),
+                           lambda a, k, b: zoo.sequence_loss(m(a, k), b, k), predict,
                            np.where(valid, yt, -1))
     return setup
 
@@ -176,7 +180,8 @@ def seq2seq(make):
         x, y = synthetic.sequence_task("reverse", 5000, length=6, vocab=8, seed=seed)
         nn.manual_seed(seed)
         m = make()
-        return _token_task(m, lambda i: zoo.sequence_loss(m(x[i], y[i]), y[i]),
+        return _token_task(m, lambda i: (x[i], y[i]),
+                           lambda a, b: zoo.sequence_loss(m(a, b), b),
                            lambda s: m.generate(x[4000:][s], 6), y[4000:])
     return setup
 
@@ -210,8 +215,9 @@ def chars(kind: str, windows: int = 4096):
             return value
         counts = np.bincount(yte.reshape(-1), minlength=vocab) / yte.size
         unigram = float(-np.sum(counts[counts > 0] * np.log(counts[counts > 0])))
-        return Task(m, len(xtr), lambda i: F.cross_entropy(logits(xtr[i]), target(ytr[i])),
-                    evaluate, {"unigram entropy": unigram})
+        return Task(m, len(xtr), lambda i: (xtr[i], ytr[i]),
+                    lambda x, y: F.cross_entropy(logits(x), target(y)), evaluate,
+                    {"unigram entropy": unigram})
     return setup
 
 
@@ -222,20 +228,22 @@ def clicks(make, inputs: str):
         nn.manual_seed(seed)
         m = make()
 
-        def call(i):
+        def arrays(i):
             if inputs == "bags":
-                return m([c["user"][i, None], c["item"][i, None], c["history"][i]])
-            if inputs == "fields":
-                return m([c["user"][i], c["item"][i]])
-            return m(c["user"][i], c["item"][i])
+                return c["user"][i, None], c["item"][i, None], c["history"][i]
+            return c["user"][i], c["item"][i]
+
+        def call(*a):
+            return m(*a) if inputs == "pair" else m(list(a))
         test = np.arange(20000, 25000)
         label = c["label"][test] > 0.5
 
         def evaluate():
-            logit = _batched(m, lambda s: call(test[s]).numpy(), len(test), 1024)
+            logit = _batched(m, lambda s: call(*arrays(test[s])).numpy(), len(test), 1024)
             return float(np.mean((logit > 0) == label))
         bayes = float(np.mean((c["logit"][test] > 0) == label))
-        return Task(m, 20000, lambda i: zoo.click_loss(call(i), c["label"][i]), evaluate,
+        return Task(m, 20000, lambda i: (*arrays(i), c["label"][i]),
+                    lambda *a: zoo.click_loss(call(*a[:-1]), a[-1]), evaluate,
                     {"Bayes-optimal accuracy": bayes})
     return setup
 
@@ -257,7 +265,7 @@ def graph(make, kind: str):
                 pred = m(adj, x).numpy().argmax(1)
             m.train()
             return float(np.mean(pred[test] == y[test]))
-        return Task(m, len(train),
-                    lambda i: F.cross_entropy(gather_rows(m(adj, x), train[i]), y[train[i]]),
+        return Task(m, len(train), lambda i: (train[i], y[train[i]]),
+                    lambda rows, labels: F.cross_entropy(gather_rows(m(adj, x), rows), labels),
                     evaluate)
     return setup

@@ -4,7 +4,8 @@ batch size, metric and the stated figure) and report what it reached:
 is lstm_classifier). Seeded; needs the `data` extra for scikit-learn's data sets and
 `train` (tqdm) for the progress bar. `--val-fraction F` holds out a seeded fraction of the
 training samples: their loss is reported after every epoch, and the epoch with the lowest
-is the one evaluated on the test set.
+is the one evaluated on the test set. The training step is captured and replayed
+(tilepy.models.capture, the eager run's bits) unless `--eager` or the capture refuses it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from tilepy.models import no_grad, optim
 from tilepy.models.errors import model_error
 from tilepy.models.zoo import digits
+from tilepy.models.zoo.recipe_step import RecipeStep
 from tilepy.models.zoo.recipes import RECIPES, Recipe
 
 ALIASES = {"lstm": "lstm_classifier"}
@@ -63,7 +65,7 @@ def _val_loss(task, rows: np.ndarray, batch: int | None) -> float:
     step = batch or len(rows)
     task.model.eval()
     with no_grad():
-        total = sum(task.loss(rows[i:i + step]).item() * len(rows[i:i + step])
+        total = sum(task.loss(*task.batch(rows[i:i + step])).item() * len(rows[i:i + step])
                     for i in range(0, len(rows), step))
     task.model.train()
     return total / len(rows)
@@ -82,15 +84,12 @@ class _Quiet:
         pass
 
 
-def _epoch(task, opt, scaled, batches, bar) -> tuple[list[float], float]:
+def _epoch(step, batches, bar) -> tuple[list[float], float]:
     """One epoch's steps: their losses and the seconds spent in them."""
     losses, spent = [], 0.0
     for idx in batches:
         t0 = time.perf_counter()
-        loss = task.loss(idx)
-        task.model.zero_grad()
-        scaled(loss).backward()
-        opt.step()
+        loss = step(idx)
         spent += time.perf_counter() - t0
         losses.append(loss.item())
         bar.update(1)
@@ -99,26 +98,28 @@ def _epoch(task, opt, scaled, batches, bar) -> tuple[list[float], float]:
 
 
 def train(name: str, epochs: int | None = None, seed: int = 0, progress: bool = True,
-          val_fraction: float = 0.0, log=print, precision: str = "fp32") -> dict:
+          val_fraction: float = 0.0, log=print, precision: str = "fp32",
+          captured: bool = True) -> dict:
     """Run `name`'s recipe; returns the metric, the target, whether it was met, the steps,
     seconds in steps (and in all, setup and evaluation included) and reference figures.
     With val_fraction, also each epoch's train and validation loss (`epochs`, reported
     through `log`) and the best epoch, whose parameters are restored before the test.
     precision "bf16" (or "fp16") trains the model's parameters in that format on float32
-    master weights (docs/training.md, "bf16 autograd")."""
+    master weights (docs/training.md, "bf16 autograd"). `captured` replays the step
+    (tilepy.models.capture); a step the capture refuses runs eagerly, said through `log`."""
     t_all = time.perf_counter()
     recipe = RECIPES[ALIASES.get(name, name)]
     task = recipe.setup(seed)
     rows, val = split(task.n_train, val_fraction, seed)
     opt = _optimizer(recipe, task.model.parameters(), recipe.lr, precision)
-    scaled = getattr(opt, "scale_loss", lambda loss: loss)
+    step = RecipeStep(task, opt, captured, log)
     plan = _batches(recipe, rows, recipe.epochs if epochs is None else epochs,
                     np.random.default_rng(seed))
     steps = sum(map(len, plan))
     bar = digits._bar(steps, True, name) if progress else _Quiet()
     spent, history, best = 0.0, [], None
     for e, batches in enumerate(plan, 1):
-        losses, seconds = _epoch(task, opt, scaled, batches, bar)
+        losses, seconds = _epoch(step, batches, bar)
         spent += seconds
         if len(val):
             history.append({"epoch": e, "train_loss": float(np.mean(losses)),
@@ -138,6 +139,7 @@ def train(name: str, epochs: int | None = None, seed: int = 0, progress: bool = 
     met = value <= recipe.target if recipe.lower else value >= recipe.target
     return {"model": name, "metric": recipe.metric, "value": value, "target": recipe.target,
             "met": met, "steps": steps, "seconds": spent, "precision": precision,
+            "captured": step.eager_reason is None, "replays": step.replays,
             "wall": time.perf_counter() - t_all, **chosen, **task.extra}
 
 
@@ -145,7 +147,7 @@ def _report(r: dict, lower: bool) -> str:
     sign = "<=" if lower else ">="
     extra = "".join(f"; {k} {v:.4f}" for k, v in r.items() if k not in (
         "model", "metric", "value", "target", "met", "steps", "seconds", "wall",
-        "best_epoch", "val_samples", "epochs", "precision"))
+        "best_epoch", "val_samples", "epochs", "precision", "captured", "replays"))
     if r.get("precision", "fp32") != "fp32":
         extra += f"; {r['precision']} parameters, float32 masters"
     if "best_epoch" in r:
@@ -170,6 +172,8 @@ def main(argv=None) -> int:
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                     help="parameters, activations and gradients in this format, float32 "
                          "master weights")
+    ap.add_argument("--eager", action="store_true",
+                    help="run every step eagerly (no capture and replay)")
     args = ap.parse_args(argv)
     if args.list:
         for k, r in sorted(RECIPES.items()):
@@ -177,7 +181,7 @@ def main(argv=None) -> int:
                   f"{r.batch or 'full'}; {r.metric} {'<=' if r.lower else '>='} {r.target}")
         return 0
     r = train(args.model, args.epochs, args.seed, not args.no_progress, args.val_fraction,
-              precision=args.precision)
+              precision=args.precision, captured=not args.eager)
     print(_report(r, RECIPES[ALIASES.get(args.model, args.model)].lower))
     return 0 if r["met"] else 1
 
