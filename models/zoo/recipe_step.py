@@ -50,7 +50,7 @@ class RecipeStep:
         except CaptureError as e:
             self._restore(saved)
             self._replays, self.run = self.run.replays, None
-            self._eager(str(e).splitlines()[0])
+            self._eager(getattr(e, "message", str(e)))
             return self._step(*arrays)
 
     def _eager(self, why: str) -> None:
