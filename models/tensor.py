@@ -104,7 +104,7 @@ class Tensor:
                 raise model_error(f"backward() needs a gradient for a non-scalar tensor of "
                                   f"shape {self.shape}", hint="call loss.backward() on a "
                                   "scalar, or pass grad= of the same shape")
-            grad = np.ones(self.shape, self.dtype)
+            grad = _seed(self.shape, self.dtype)
         grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad, self.dtype)
         if grad.shape != self.shape:
             raise model_error(f"backward(): gradient shape {grad.shape} does not match the "
@@ -208,3 +208,11 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         return f"Parameter({self.data!r})"
+
+
+def _seed(shape: tuple, dtype) -> np.ndarray:
+    """The gradient that starts a scalar's backward pass: ones, the same read-only array
+    on every call (so a captured step reads it as an array kept across steps)."""
+    from tilepy.models import kops
+
+    return kops.const((1.0,), dtype).reshape(shape)

@@ -27,7 +27,8 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
 def contiguous(a: np.ndarray) -> np.ndarray:
     """np.ascontiguousarray(a); a copy it makes is repeated on replay."""
     out = np.ascontiguousarray(a)
-    if ACTIVE and out is not a:
+    # a new view of a's memory (a 0-d array comes back 1-d) is no copy: nothing to repeat
+    if ACTIVE and out is not a and not np.may_share_memory(out, a):
         ACTIVE[-1].copy(out, a)
     return out
 

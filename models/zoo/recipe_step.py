@@ -23,7 +23,8 @@ class RecipeStep:
         self.eager_reason = None if captured else "--eager"
         self._replays = 0
         if captured and getattr(getattr(opt, "scaler", None), "enabled", False):
-            self._eager("its loss scaler changes the scale on the host after an overflow")
+            self._eager("the dynamic loss scaler (--precision bf16/fp16) changes its scale "
+                        "on the host after an overflow")
         self.run = capture(self._step) if self.eager_reason is None else None
 
     @property
