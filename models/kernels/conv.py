@@ -17,7 +17,9 @@ differs is the data movement, shaped for small channel counts:
   Pixel and tap indices are split without integer divisions (pool.py's `_div`), which
   cost as much as the gemm here;
 - a block runs `block_T` column tiles one after another, so the per-block set-up (its
-  arrays) is paid once for several small tiles.
+  arrays) is paid once for several small tiles;
+- S = [stride, dilation, relu]: relu = 1 applies ReLU to each output as it is stored
+  (relu_mask's values: v where v > 0, else +0), a Conv2d + ReLU without the ReLU launch.
 """
 
 import tilepy
@@ -34,12 +36,12 @@ def conv2d_padded(block_M=8, block_N=32, block_K=32, block_T=4, dtype="float32")
 
     @T.prim_func
     def conv2d_padded(Xp: T.Tensor((N, C, Hp, Wp), dtype), Wt: T.Tensor((F, C, KH, KW), dtype),
-                      Bias: T.Tensor((F,), dtype), S: T.Tensor((2,), "int32"),
+                      Bias: T.Tensor((F,), dtype), S: T.Tensor((3,), "int32"),
                       Y: T.Tensor((N, F, OH, OW), dtype)):
         rows, depth, plane, size = N * OH * OW, C * KH * KW, OH * OW, N * C * Hp * Wp
         tiles = T.ceildiv(rows, block_N)
         with T.Kernel(T.ceildiv(tiles, block_T), T.ceildiv(F, block_M), threads=128) as (bx, by):
-            stride, dil = S[0], S[1]
+            stride, dil, relu = S[0], S[1], S[2]
             Xf = T.Tensor((size,), dtype, Xp.data)
             Wf = T.Tensor((F, depth), dtype, Wt.data)
             Yf = T.Tensor((N * F * plane,), dtype, Y.data)
@@ -81,7 +83,11 @@ def conv2d_padded(block_M=8, block_N=32, block_K=32, block_T=4, dtype="float32")
                 for i, j in T.Parallel(block_M, block_N):
                     f = by * block_M + i
                     if f < F and col + j < rows:
-                        Yf[r_out[j] + f * plane] = acc[i, j] + Bias[f]
+                        v = acc[i, j] + Bias[f]
+                        if relu != 0:  # ReLU as the binary kernel's relu_mask: v if v > 0
+                            Yf[r_out[j] + f * plane] = T.if_then_else(v > 0.0, v, 0.0)
+                        else:
+                            Yf[r_out[j] + f * plane] = v
 
     return conv2d_padded
 

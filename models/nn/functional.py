@@ -140,6 +140,14 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     if is_narrow(weight):
         return in_float32(conv2d, _float(who, x, weight), weight, bias, stride, padding,
                           groups, who)
+    x, y, grads = _conv(x, weight, bias, stride, padding, groups, who, False)
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    return record(y, parents, grads, "conv2d")
+
+
+def _conv(x: Tensor, weight: Tensor, bias, stride, padding, groups: int, who, relu: bool):
+    """The checked input, the convolution's output (relu: with the ReLU applied as it is
+    stored; groups 1 only) and its backward (dY -> dX, dW, dB)."""
     s, p = _pair(stride, "stride"), _pair(padding, "padding")
     f, cg, kh, kw = weight.shape
     if x.ndim != 4 or x.shape[1] != cg * groups:
@@ -156,7 +164,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     xd = hooks.contiguous(x.data)
     b = bias.data if bias is not None else K.const((0,) * f, x.dtype)
     if groups == 1:
-        y = padded.conv(padded.pad(xd, p), weight.data, b, s, (oh, ow))
+        y = padded.conv(padded.pad(xd, p), weight.data, b, s, (oh, ow), relu)
     else:
         y = np.empty((n, f, oh, ow), x.dtype)
         launch(C.conv2d_fwd(dtype=d), xd, weight.data, b, S, y)
@@ -171,8 +179,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         if bias is not None:
             gb = K.reduce(g, (0, 2, 3), "sum", False)
         return gx, gw, gb
-    parents = (x, weight) if bias is None else (x, weight, bias)
-    return record(y, parents, bwd, "conv2d")
+    return x, y, bwd
 
 
 def _fwd(x: np.ndarray, w: np.ndarray, pad: int, out_hw: tuple) -> np.ndarray:
@@ -234,19 +241,54 @@ def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: object,
         raise model_error(f"{who}: input {x.shape} is smaller than the {k}x{k} window "
                           f"(padding {p})")
     d = K.dtype_name(x.dtype)
-    S = K.const((k, s, p, int(bool(count_include_pad))), np.int32)
-    y = np.empty((n, c, oh, ow), x.dtype)
-    arg = np.empty((n, c, oh, ow), np.int32)
     tiled = s == k and not p and not h % k and not w % k  # windows tile the input
+    S = K.const((k, s, p, int(bool(count_include_pad))) + (0,) * tiled, np.int32)
     fwd, bwd_kernel = (P.pool2d_tiled_fwd, P.pool2d_tiled_bwd) if tiled else \
         (P.pool2d_fwd, P.pool2d_bwd)
-    launch(K.kernel(fwd, kind=kind, dtype=d), hooks.contiguous(x.data), S, y, arg)
+    y, arg = _pool_fwd(fwd, kind, d, hooks.contiguous(x.data), S, (n, c, oh, ow))
 
     def bwd(g):
         gx = np.empty(x.shape, x.dtype)
         launch(K.kernel(bwd_kernel, kind=kind, dtype=d), hooks.contiguous(g), arg, S, gx)
         return (gx,)
     return record(y, (x,), bwd, f"{kind}_pool2d")
+
+
+def _pool_fwd(kernel, kind: str, d: str, x: np.ndarray, S: np.ndarray, shape: tuple):
+    y, arg = np.empty(shape, x.dtype), np.empty(shape, np.int32)
+    launch(K.kernel(kernel, kind=kind, dtype=d), x, S, y, arg)
+    return y, arg
+
+
+def conv2d_relu_maxpool(x: Tensor, weight: Tensor, bias: Tensor | None, stride, padding,
+                        kernel_size, who: object = "conv2d") -> Tensor:
+    """max_pool2d(relu(conv2d(x, weight, bias, stride, padding)), kernel_size) with the
+    same values and gradients. Where the windows tile the conv's output (stride = window,
+    as MaxPool2d's default), one node of fewer launches: the ReLU in the conv's store,
+    its mask in the pool's argmax (-1 where the maximum is 0: that window's gradient is
+    +0.0, the ReLU backward's value), so neither way has a ReLU launch. Else the three ops."""
+    x, k = as_tensor(x), _pair(kernel_size, "kernel_size")
+    if not is_narrow(weight) and x.ndim == 4 and weight.ndim == 4:
+        s, p = _pair(stride, "stride"), _pair(padding, "padding")
+        oh, ow = ((x.shape[i] + 2 * p - weight.shape[i]) // s + 1 for i in (2, 3))
+        if oh >= k and ow >= k and not oh % k and not ow % k:
+            return _conv_relu_pool(x, weight, bias, stride, padding, k, who)
+    return max_pool2d(relu(conv2d(x, weight, bias, stride, padding, 1, who)), k)
+
+
+def _conv_relu_pool(x, weight, bias, stride, padding, k: int, who) -> Tensor:
+    x, y, conv_bwd = _conv(x, weight, bias, stride, padding, 1, who, True)
+    n, c, oh, ow = y.shape
+    d, S = K.dtype_name(y.dtype), K.const((k, k, 0, 1, 1), np.int32)  # relu mask on
+    out, arg = _pool_fwd(P.pool2d_tiled_fwd, "max", d, y, S, (n, c, oh // k, ow // k))
+
+    def bwd(g):
+        gy = np.empty(y.shape, y.dtype)
+        launch(K.kernel(P.pool2d_tiled_bwd, kind="max", dtype=d), hooks.contiguous(g), arg,
+               S, gy)
+        return conv_bwd(gy)
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    return record(out, parents, bwd, "conv2d_relu_max_pool2d")
 
 
 def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0) -> Tensor:

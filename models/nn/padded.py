@@ -14,7 +14,7 @@ from tilepy.models.kernels import conv as C
 from tilepy.models.kernels.launch import launch
 from tilepy.models.kernels.record import contiguous, copy_into
 
-_S: dict[int, np.ndarray] = {}
+_S: dict[tuple, np.ndarray] = {}
 
 
 def pad(x: np.ndarray, p: int) -> np.ndarray:
@@ -28,11 +28,12 @@ def pad(x: np.ndarray, p: int) -> np.ndarray:
 
 
 def conv(xp: np.ndarray, w: np.ndarray, bias: np.ndarray, stride: int,
-         out_hw: tuple) -> np.ndarray:
-    """conv2d_fwd's result for the padded input `xp`, (F, C, KH, KW) `w` and `bias`."""
-    s = _S.get(stride)
+         out_hw: tuple, relu: bool = False) -> np.ndarray:
+    """conv2d_fwd's result for the padded input `xp`, (F, C, KH, KW) `w` and `bias`
+    (with `relu`, relu_mask's values of it: the ReLU applied as it is stored)."""
+    s = _S.get((stride, relu))
     if s is None:
-        s = _S[stride] = np.array([stride, 1], np.int32)  # stride, dilation
+        s = _S[stride, relu] = np.array([stride, 1, int(relu)], np.int32)  # stride, dil, relu
         s.flags.writeable = False
     y = np.empty((xp.shape[0], w.shape[0], *out_hw), xp.dtype)
     kernel = K.kernel(C.conv2d_padded, dtype=xp.dtype, block_M=C.block_rows(w.shape[0]))
