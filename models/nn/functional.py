@@ -174,20 +174,25 @@ def _conv(x: Tensor, weight: Tensor, bias, stride, padding, groups: int, who, re
         gx = gw = gb = None
         if x.requires_grad:
             gx = _dgrad(g, weight.data, x.shape, s, p, groups)
+        # the bias gradient in the weight gradient's launch where that is conv2d_padded
+        in_wgrad = bias is not None and weight.requires_grad and s == 1 and groups == 1
+        if in_wgrad:
+            gb = np.empty((f,), g.dtype)
         if weight.requires_grad:
-            gw = _wgrad(g, xd, weight.shape, s, p, groups)
-        if bias is not None:
+            gw = _wgrad(g, xd, weight.shape, s, p, groups, gb)
+        if bias is not None and not in_wgrad:
             gb = K.reduce(g, (0, 2, 3), "sum", False)
         return gx, gw, gb
     return x, y, bwd
 
 
-def _fwd(x: np.ndarray, w: np.ndarray, pad: int, out_hw: tuple) -> np.ndarray:
+def _fwd(x: np.ndarray, w: np.ndarray, pad: int, out_hw: tuple,
+         row_sums: np.ndarray | None = None) -> np.ndarray:
     """A stride-1 forward convolution (no bias) with the forward kernel (without groups
-    conv2d_padded, which gives its bits)."""
+    conv2d_padded, which gives its bits; it fills `row_sums` if given: padded.conv)."""
     if x.shape[1] == w.shape[1]:
         return padded.conv(padded.pad(x, pad), w, K.const((0,) * w.shape[0], x.dtype), 1,
-                           out_hw)
+                           out_hw, row_sums=row_sums)
     out = np.empty((x.shape[0], w.shape[0], *out_hw), x.dtype)
     launch(K.kernel(C.conv2d_fwd, dtype=x.dtype), hooks.contiguous(x),
            hooks.contiguous(w), K.const((0,) * w.shape[0], x.dtype),
@@ -209,11 +214,12 @@ def _dgrad(g, w, x_shape, stride: int, pad: int, groups: int) -> np.ndarray:
     return gx
 
 
-def _wgrad(g, x, w_shape, stride: int, pad: int, groups: int) -> np.ndarray:
+def _wgrad(g, x, w_shape, stride: int, pad: int, groups: int, db=None) -> np.ndarray:
     """dW. Stride 1 without groups: the forward kernel with the batch as channels (X's
-    channels as the batch, dY's planes as the filters); else conv2d_wgrad."""
+    channels as the batch, dY's planes as the filters; given `db`, it also gets the bias
+    gradient, each filter's dY summed in row_reduce's order); else conv2d_wgrad."""
     if stride == 1 and groups == 1:
-        out = _fwd(x.transpose(1, 0, 2, 3), g.transpose(1, 0, 2, 3), pad, w_shape[2:])
+        out = _fwd(x.transpose(1, 0, 2, 3), g.transpose(1, 0, 2, 3), pad, w_shape[2:], db)
         return hooks.contiguous(out.transpose(1, 0, 2, 3))
     gw = np.empty(w_shape, g.dtype)
     launch(K.kernel(C.conv2d_wgrad, dtype=g.dtype), g, x, K.const((stride, pad, 1), np.int32),
