@@ -17,7 +17,11 @@ differs is the data movement, shaped for small channel counts:
   Pixel and tap indices are split without integer divisions (pool.py's `_div`), which
   cost as much as the gemm here;
 - a block runs `block_T` column tiles one after another, so the per-block set-up (its
-  arrays) is paid once for several small tiles.
+  arrays) is paid once for several small tiles;
+- S = [stride, dilation, relu, row_sums]: relu = 1 applies ReLU to each output as it is
+  stored (relu_mask's values: v where v > 0, else +0), a Conv2d + ReLU without the ReLU
+  launch; row_sums = 1 also writes Rsum[f] = the sum of Wt[f] (C*KH*KW ascending from +0,
+  row_reduce's order): in the weight gradient, where Wt is dY, the bias gradient.
 """
 
 import tilepy
@@ -34,12 +38,12 @@ def conv2d_padded(block_M=8, block_N=32, block_K=32, block_T=4, dtype="float32")
 
     @T.prim_func
     def conv2d_padded(Xp: T.Tensor((N, C, Hp, Wp), dtype), Wt: T.Tensor((F, C, KH, KW), dtype),
-                      Bias: T.Tensor((F,), dtype), S: T.Tensor((2,), "int32"),
-                      Y: T.Tensor((N, F, OH, OW), dtype)):
+                      Bias: T.Tensor((F,), dtype), S: T.Tensor((4,), "int32"),
+                      Y: T.Tensor((N, F, OH, OW), dtype), Rsum: T.Tensor((F,), dtype)):
         rows, depth, plane, size = N * OH * OW, C * KH * KW, OH * OW, N * C * Hp * Wp
         tiles = T.ceildiv(rows, block_N)
         with T.Kernel(T.ceildiv(tiles, block_T), T.ceildiv(F, block_M), threads=128) as (bx, by):
-            stride, dil = S[0], S[1]
+            stride, dil, relu, row_sums = S[0], S[1], S[2], S[3]
             Xf = T.Tensor((size,), dtype, Xp.data)
             Wf = T.Tensor((F, depth), dtype, Wt.data)
             Yf = T.Tensor((N * F * plane,), dtype, Y.data)
@@ -51,6 +55,15 @@ def conv2d_padded(block_M=8, block_N=32, block_K=32, block_T=4, dtype="float32")
             c_at = T.alloc_fragment((block_K,), "int32")  # offset of tap (c, kh, kw)
             inv_plane, inv_ow, inv_taps, inv_kw = (_inverse(plane), _inverse(OW),
                                                    _inverse(KH * KW), _inverse(KW))
+            if row_sums != 0 and bx == 0:  # each filter's sum, d ascending from +0
+                rs = T.alloc_fragment((block_M,), dtype)
+                T.clear(rs)
+                for d in T.serial(depth):
+                    for i in T.Parallel(block_M):
+                        rs[i] = rs[i] + Wf[T.min(by * block_M + i, F - 1), d]
+                for i in T.Parallel(block_M):
+                    if by * block_M + i < F:
+                        Rsum[by * block_M + i] = rs[i]
             # block_T column tiles one after another (the block's arrays made once)
             for tb in T.serial(T.min(block_T, tiles - bx * block_T)):
                 col = (bx * block_T + tb) * block_N
@@ -81,7 +94,11 @@ def conv2d_padded(block_M=8, block_N=32, block_K=32, block_T=4, dtype="float32")
                 for i, j in T.Parallel(block_M, block_N):
                     f = by * block_M + i
                     if f < F and col + j < rows:
-                        Yf[r_out[j] + f * plane] = acc[i, j] + Bias[f]
+                        v = acc[i, j] + Bias[f]
+                        if relu != 0:  # ReLU as the binary kernel's relu_mask: v if v > 0
+                            Yf[r_out[j] + f * plane] = T.if_then_else(v > 0.0, v, 0.0)
+                        else:
+                            Yf[r_out[j] + f * plane] = v
 
     return conv2d_padded
 

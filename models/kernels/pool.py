@@ -157,17 +157,19 @@ def pool2d_tiled_fwd(kind="max", block=512, dtype="float32"):
     the input, so no edge tests, and output row r of all planes together reads input rows
     r*window.. (one index split per output). Same values and order as pool2d_fwd; the
     argmax (the same element) is kept as its place in the window, a*window + b, for
-    pool2d_tiled_bwd."""
+    pool2d_tiled_bwd. S = [window, stride, padding, count_include_pad, relu]: relu = 1
+    (max, on a ReLU's output) keeps -1 where the maximum is not > 0, the ReLU's mask
+    folded in: the backward then gives that window +0.0, the ReLU backward's value."""
     N, C, H, W = T.symbolic("N"), T.symbolic("C"), T.symbolic("H"), T.symbolic("W")
     OH, OW = T.symbolic("OH"), T.symbolic("OW")
 
     @T.prim_func
-    def pool2d_tiled_fwd(X: T.Tensor((N, C, H, W), dtype), S: T.Tensor((4,), "int32"),
+    def pool2d_tiled_fwd(X: T.Tensor((N, C, H, W), dtype), S: T.Tensor((5,), "int32"),
                          Y: T.Tensor((N, C, OH, OW), dtype),
                          Arg: T.Tensor((N, C, OH, OW), "int32")):
         total = N * C * OH * OW
         with T.Kernel(T.ceildiv(total, block), threads=128) as bx:
-            window = S[0]
+            window, relu = S[0], S[4]
             size = N * C * H * W
             Xf = T.Tensor((size,), dtype, X.data)
             Yf = T.Tensor((total,), dtype, Y.data)
@@ -200,7 +202,10 @@ def pool2d_tiled_fwd(kind="max", block=512, dtype="float32"):
                         Yf[bx * block + i] = best[i]
                     else:
                         Yf[bx * block + i] = best[i] / T.cast(window * window, dtype)
-                    Argf[bx * block + i] = arg[i]
+                    if relu != 0 and best[i] <= 0.0:  # (a ReLU's output: never NaN)
+                        Argf[bx * block + i] = -1
+                    else:
+                        Argf[bx * block + i] = arg[i]
 
     return pool2d_tiled_fwd
 
@@ -216,7 +221,7 @@ def pool2d_tiled_bwd(kind="max", block=512, dtype="float32"):
 
     @T.prim_func
     def pool2d_tiled_bwd(dY: T.Tensor((N, C, OH, OW), dtype),
-                         Arg: T.Tensor((N, C, OH, OW), "int32"), S: T.Tensor((4,), "int32"),
+                         Arg: T.Tensor((N, C, OH, OW), "int32"), S: T.Tensor((5,), "int32"),
                          dX: T.Tensor((N, C, H, W), dtype)):
         total = N * C * OH * OW
         with T.Kernel(T.ceildiv(total, block), threads=128) as bx:

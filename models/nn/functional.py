@@ -140,6 +140,14 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     if is_narrow(weight):
         return in_float32(conv2d, _float(who, x, weight), weight, bias, stride, padding,
                           groups, who)
+    x, y, grads = _conv(x, weight, bias, stride, padding, groups, who, False)
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    return record(y, parents, grads, "conv2d")
+
+
+def _conv(x: Tensor, weight: Tensor, bias, stride, padding, groups: int, who, relu: bool):
+    """The checked input, the convolution's output (relu: with the ReLU applied as it is
+    stored; groups 1 only) and its backward (dY -> dX, dW, dB)."""
     s, p = _pair(stride, "stride"), _pair(padding, "padding")
     f, cg, kh, kw = weight.shape
     if x.ndim != 4 or x.shape[1] != cg * groups:
@@ -156,7 +164,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
     xd = hooks.contiguous(x.data)
     b = bias.data if bias is not None else K.const((0,) * f, x.dtype)
     if groups == 1:
-        y = padded.conv(padded.pad(xd, p), weight.data, b, s, (oh, ow))
+        y = padded.conv(padded.pad(xd, p), weight.data, b, s, (oh, ow), relu)
     else:
         y = np.empty((n, f, oh, ow), x.dtype)
         launch(C.conv2d_fwd(dtype=d), xd, weight.data, b, S, y)
@@ -166,21 +174,25 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padd
         gx = gw = gb = None
         if x.requires_grad:
             gx = _dgrad(g, weight.data, x.shape, s, p, groups)
+        # the bias gradient in the weight gradient's launch where that is conv2d_padded
+        in_wgrad = bias is not None and weight.requires_grad and s == 1 and groups == 1
+        if in_wgrad:
+            gb = np.empty((f,), g.dtype)
         if weight.requires_grad:
-            gw = _wgrad(g, xd, weight.shape, s, p, groups)
-        if bias is not None:
+            gw = _wgrad(g, xd, weight.shape, s, p, groups, gb)
+        if bias is not None and not in_wgrad:
             gb = K.reduce(g, (0, 2, 3), "sum", False)
         return gx, gw, gb
-    parents = (x, weight) if bias is None else (x, weight, bias)
-    return record(y, parents, bwd, "conv2d")
+    return x, y, bwd
 
 
-def _fwd(x: np.ndarray, w: np.ndarray, pad: int, out_hw: tuple) -> np.ndarray:
+def _fwd(x: np.ndarray, w: np.ndarray, pad: int, out_hw: tuple,
+         row_sums: np.ndarray | None = None) -> np.ndarray:
     """A stride-1 forward convolution (no bias) with the forward kernel (without groups
-    conv2d_padded, which gives its bits)."""
+    conv2d_padded, which gives its bits; it fills `row_sums` if given: padded.conv)."""
     if x.shape[1] == w.shape[1]:
         return padded.conv(padded.pad(x, pad), w, K.const((0,) * w.shape[0], x.dtype), 1,
-                           out_hw)
+                           out_hw, row_sums=row_sums)
     out = np.empty((x.shape[0], w.shape[0], *out_hw), x.dtype)
     launch(K.kernel(C.conv2d_fwd, dtype=x.dtype), hooks.contiguous(x),
            hooks.contiguous(w), K.const((0,) * w.shape[0], x.dtype),
@@ -202,11 +214,12 @@ def _dgrad(g, w, x_shape, stride: int, pad: int, groups: int) -> np.ndarray:
     return gx
 
 
-def _wgrad(g, x, w_shape, stride: int, pad: int, groups: int) -> np.ndarray:
+def _wgrad(g, x, w_shape, stride: int, pad: int, groups: int, db=None) -> np.ndarray:
     """dW. Stride 1 without groups: the forward kernel with the batch as channels (X's
-    channels as the batch, dY's planes as the filters); else conv2d_wgrad."""
+    channels as the batch, dY's planes as the filters; given `db`, it also gets the bias
+    gradient, each filter's dY summed in row_reduce's order); else conv2d_wgrad."""
     if stride == 1 and groups == 1:
-        out = _fwd(x.transpose(1, 0, 2, 3), g.transpose(1, 0, 2, 3), pad, w_shape[2:])
+        out = _fwd(x.transpose(1, 0, 2, 3), g.transpose(1, 0, 2, 3), pad, w_shape[2:], db)
         return hooks.contiguous(out.transpose(1, 0, 2, 3))
     gw = np.empty(w_shape, g.dtype)
     launch(K.kernel(C.conv2d_wgrad, dtype=g.dtype), g, x, K.const((stride, pad, 1), np.int32),
@@ -234,19 +247,54 @@ def _pool(kind: str, x: Tensor, kernel_size, stride, padding, who: object,
         raise model_error(f"{who}: input {x.shape} is smaller than the {k}x{k} window "
                           f"(padding {p})")
     d = K.dtype_name(x.dtype)
-    S = K.const((k, s, p, int(bool(count_include_pad))), np.int32)
-    y = np.empty((n, c, oh, ow), x.dtype)
-    arg = np.empty((n, c, oh, ow), np.int32)
     tiled = s == k and not p and not h % k and not w % k  # windows tile the input
+    S = K.const((k, s, p, int(bool(count_include_pad))) + (0,) * tiled, np.int32)
     fwd, bwd_kernel = (P.pool2d_tiled_fwd, P.pool2d_tiled_bwd) if tiled else \
         (P.pool2d_fwd, P.pool2d_bwd)
-    launch(K.kernel(fwd, kind=kind, dtype=d), hooks.contiguous(x.data), S, y, arg)
+    y, arg = _pool_fwd(fwd, kind, d, hooks.contiguous(x.data), S, (n, c, oh, ow))
 
     def bwd(g):
         gx = np.empty(x.shape, x.dtype)
         launch(K.kernel(bwd_kernel, kind=kind, dtype=d), hooks.contiguous(g), arg, S, gx)
         return (gx,)
     return record(y, (x,), bwd, f"{kind}_pool2d")
+
+
+def _pool_fwd(kernel, kind: str, d: str, x: np.ndarray, S: np.ndarray, shape: tuple):
+    y, arg = np.empty(shape, x.dtype), np.empty(shape, np.int32)
+    launch(K.kernel(kernel, kind=kind, dtype=d), x, S, y, arg)
+    return y, arg
+
+
+def conv2d_relu_maxpool(x: Tensor, weight: Tensor, bias: Tensor | None, stride, padding,
+                        kernel_size, who: object = "conv2d") -> Tensor:
+    """max_pool2d(relu(conv2d(x, weight, bias, stride, padding)), kernel_size) with the
+    same values and gradients. Where the windows tile the conv's output (stride = window,
+    as MaxPool2d's default), one node of fewer launches: the ReLU in the conv's store,
+    its mask in the pool's argmax (-1 where the maximum is 0: that window's gradient is
+    +0.0, the ReLU backward's value), so neither way has a ReLU launch. Else the three ops."""
+    x, k = as_tensor(x), _pair(kernel_size, "kernel_size")
+    if not is_narrow(weight) and x.ndim == 4 and weight.ndim == 4:
+        s, p = _pair(stride, "stride"), _pair(padding, "padding")
+        oh, ow = ((x.shape[i] + 2 * p - weight.shape[i]) // s + 1 for i in (2, 3))
+        if oh >= k and ow >= k and not oh % k and not ow % k:
+            return _conv_relu_pool(x, weight, bias, stride, padding, k, who)
+    return max_pool2d(relu(conv2d(x, weight, bias, stride, padding, 1, who)), k)
+
+
+def _conv_relu_pool(x, weight, bias, stride, padding, k: int, who) -> Tensor:
+    x, y, conv_bwd = _conv(x, weight, bias, stride, padding, 1, who, True)
+    n, c, oh, ow = y.shape
+    d, S = K.dtype_name(y.dtype), K.const((k, k, 0, 1, 1), np.int32)  # relu mask on
+    out, arg = _pool_fwd(P.pool2d_tiled_fwd, "max", d, y, S, (n, c, oh // k, ow // k))
+
+    def bwd(g):
+        gy = np.empty(y.shape, y.dtype)
+        launch(K.kernel(P.pool2d_tiled_bwd, kind="max", dtype=d), hooks.contiguous(g), arg,
+               S, gy)
+        return conv_bwd(gy)
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    return record(out, parents, bwd, "conv2d_relu_max_pool2d")
 
 
 def max_pool2d(x: Tensor, kernel_size, stride=None, padding=0) -> Tensor:

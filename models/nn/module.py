@@ -60,9 +60,14 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args, **kwargs):
-        if hooks.ACTIVE:  # a captured step: replay checks this module's train/eval mode
-            hooks.ACTIVE[-1].module(self)
+        self.note_call()
         return self.forward(*args, **kwargs)
+
+    def note_call(self) -> None:
+        """Tells a step being captured that this module runs (replay checks its train/eval
+        mode); also for a module run inside another's fused op."""
+        if hooks.ACTIVE:
+            hooks.ACTIVE[-1].module(self)
 
     # ------------------------------------------------------------ traversal
     def named_modules(self, prefix: str = ""):
@@ -167,8 +172,14 @@ class Sequential(Module):
         return len(self._modules)
 
     def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
+        mods, i = list(self._modules.values()), 0
+        while i < len(mods):  # a layer may run the ones after it in its own op
+            fused = getattr(mods[i], "fused_forward", None)
+            done = fused(x, mods[i + 1:i + 3]) if fused is not None else None
+            if done is None:
+                x, i = mods[i](x), i + 1
+            else:
+                x, i = done[0], i + done[1]
         return x
 
 

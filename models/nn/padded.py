@@ -14,7 +14,7 @@ from tilepy.models.kernels import conv as C
 from tilepy.models.kernels.launch import launch
 from tilepy.models.kernels.record import contiguous, copy_into
 
-_S: dict[int, np.ndarray] = {}
+_S: dict[tuple, np.ndarray] = {}
 
 
 def pad(x: np.ndarray, p: int) -> np.ndarray:
@@ -28,13 +28,17 @@ def pad(x: np.ndarray, p: int) -> np.ndarray:
 
 
 def conv(xp: np.ndarray, w: np.ndarray, bias: np.ndarray, stride: int,
-         out_hw: tuple) -> np.ndarray:
-    """conv2d_fwd's result for the padded input `xp`, (F, C, KH, KW) `w` and `bias`."""
-    s = _S.get(stride)
-    if s is None:
-        s = _S[stride] = np.array([stride, 1], np.int32)  # stride, dilation
+         out_hw: tuple, relu: bool = False, row_sums: np.ndarray | None = None) -> np.ndarray:
+    """conv2d_fwd's result for the padded input `xp`, (F, C, KH, KW) `w` and `bias`
+    (with `relu`, relu_mask's values of it: the ReLU applied as it is stored). Given
+    `row_sums` ((F,)), also fills it with each filter's sum (row_reduce's bits)."""
+    key = (stride, relu, row_sums is not None)
+    s = _S.get(key)
+    if s is None:  # stride, dilation, relu, row sums
+        s = _S[key] = np.array([stride, 1, int(relu), int(key[2])], np.int32)
         s.flags.writeable = False
     y = np.empty((xp.shape[0], w.shape[0], *out_hw), xp.dtype)
     kernel = K.kernel(C.conv2d_padded, dtype=xp.dtype, block_M=C.block_rows(w.shape[0]))
-    launch(kernel, xp, contiguous(w), bias, s, y)
+    sums = row_sums if row_sums is not None else np.empty(w.shape[:1], xp.dtype)
+    launch(kernel, xp, contiguous(w), bias, s, y, sums)
     return y

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tilepy
+from tilepy.models import kops as K
 from tilepy.models.kernels import conv as C
 from tilepy.models.nn import functional as F
 from tilepy.models.nn import padded
@@ -50,13 +51,16 @@ def test_input_and_weight_gradients_give_the_conv_kernels_bits():
     x, w, g = _data(rng, 3, 4, 5, 6), _data(rng, 6, 4, 3, 3), _data(rng, 3, 6, 5, 6)
     with tilepy.backend("interp"):
         dx = F._dgrad(g, w, x.shape, 1, 1, 1)
-        dw = F._wgrad(g, x, w.shape, 1, 1, 1)
+        db = np.full(6, np.nan, np.float32)
+        dw = F._wgrad(g, x, w.shape, 1, 1, 1, db)  # the bias gradient in the same launch
+        want_db = K.reduce(g, (0, 2, 3), "sum", False)
         flipped = w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]  # what the old lowering ran
         want_dx = _conv2d_fwd(g, flipped, np.zeros(4, np.float32), 1, 1)
         want_dw = _conv2d_fwd(x.transpose(1, 0, 2, 3), g.transpose(1, 0, 2, 3),
                               np.zeros(6, np.float32), 1, 1).transpose(1, 0, 2, 3)
     _same_bits(dx, want_dx)
     _same_bits(dw, np.ascontiguousarray(want_dw))
+    _same_bits(db, want_db)  # row_reduce's order: (n, h, w) ascending from +0
 
 
 def test_the_jit_gives_the_interpreters_bits():
@@ -64,7 +68,10 @@ def test_the_jit_gives_the_interpreters_bits():
     # 150 output pixels: 5 column tiles of 32, so a block of 4 tiles and one of 1
     x, w, b = _data(rng, 5, 6, 6, 5), _data(rng, 11, 6, 5, 5), _data(rng, 11)
     xp = padded.pad(x, 2)
-    got = padded.conv(xp, w, b, 1, (6, 5))
+    sums = [np.full(11, np.nan, np.float32) for _ in range(2)]
+    got = padded.conv(xp, w, b, 1, (6, 5), row_sums=sums[0])
     with tilepy.backend("interp"):
-        want = padded.conv(xp, w, b, 1, (6, 5))
+        want = padded.conv(xp, w, b, 1, (6, 5), row_sums=sums[1])
     _same_bits(got, want)
+    _same_bits(*sums)
+    _same_bits(sums[1], K.row_reduce2d(w.reshape(11, -1), "sum"))

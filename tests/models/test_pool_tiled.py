@@ -27,7 +27,7 @@ def _data(shape, seed):
 def _run(tiled: bool, kind: str, x: np.ndarray, g: np.ndarray, k: int):
     fwd, bwd = (P.pool2d_tiled_fwd, P.pool2d_tiled_bwd) if tiled else \
         (P.pool2d_fwd, P.pool2d_bwd)
-    S = np.array([k, k, 0, 1], np.int32)
+    S = np.array([k, k, 0, 1] + [0] * tiled, np.int32)  # the tiled kernels': relu off
     y, arg = np.empty(g.shape, np.float32), np.zeros(g.shape, np.int32)
     gx = np.full(x.shape, np.nan, np.float32)
     launch(fwd(kind=kind, dtype="float32"), x, S, y, arg)
@@ -57,7 +57,7 @@ def test_tiled_pooling_gives_the_general_kernels_bits(kind, shape, k):
 def _bwd(kind, g, arg, x_shape):
     gx = np.full(x_shape, np.nan, np.float32)
     launch(P.pool2d_tiled_bwd(kind=kind, dtype="float32"), g, arg,
-           np.array([2, 2, 0, 1], np.int32), gx)
+           np.array([2, 2, 0, 1, 0], np.int32), gx)
     return gx.tobytes()
 
 
@@ -67,7 +67,7 @@ def test_jit_tiled_max_pool_backward_gives_the_interpreters_bits():
     y, arg = np.empty(g.shape, np.float32), np.zeros(g.shape, np.int32)
     with tilepy.backend("interp"):
         launch(P.pool2d_tiled_fwd(kind="max", dtype="float32"), x,
-               np.array([2, 2, 0, 1], np.int32), y, arg)
+               np.array([2, 2, 0, 1, 0], np.int32), y, arg)
         want = _bwd("max", g, arg, x.shape)
     with tilepy.backend("jit"):
         assert _bwd("max", g, arg, x.shape) == want
