@@ -152,3 +152,20 @@ def test_exact_row_broadcast_binary_gives_the_broadcast_copys_bits():
             assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), op
     assert ("binary_rows", (("dtype", np.dtype(np.float32)),)) in {
         (k[0].__name__, k[1:]) for k in kops._KERNELS}
+
+
+@pytest.mark.exhaustive
+def test_jit_gelu_keeping_its_cdf_gives_unarys_bits():
+    """On the JIT (exact), gelu_fwd / gelu_bwd give unary's and unary_bwd's GELU bits."""
+    from tilepy.models import kops
+
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.uniform(-7, 7, 5000), [0.0, -0.0, np.inf, -np.inf, np.nan,
+                                                   1e-30, -40.0]]).astype(np.float32)
+    g = rng.standard_normal(x.size).astype(np.float32)
+    with tilepy.backend("jit"):
+        y, cdf = kops.gelu(x)
+        want = kops.unary(x, "gelu")
+        got, ref = kops.gelu_bwd(x, cdf, g), kops.unary_bwd(x, want, g, "gelu")
+    assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(got.view(np.uint32), ref.view(np.uint32))
