@@ -12,6 +12,7 @@ import numpy as np
 from tilepy.kernels.gemm import gemm
 from tilepy.kernels.reductions import row_reduce
 from tilepy.models.kernels import elementwise as E
+from tilepy.models.kernels import gelu as G
 from tilepy.models.kernels.launch import fast_mode, launch
 from tilepy.models.kernels.record import contiguous
 
@@ -130,6 +131,21 @@ def unary_bwd(x, y, g, op: str, a: float = 1.0) -> np.ndarray:
     return out
 
 
+def gelu(x: np.ndarray) -> tuple:
+    """(gelu(x), the normal CDF at x in the compute dtype) for gelu_bwd: unary's bits."""
+    out, cdf = np.empty(x.shape, x.dtype), np.empty(x.shape, compute(x.dtype))
+    launch(kernel(G.gelu_fwd, dtype=x.dtype), flat(x), out.reshape(-1), cdf.reshape(-1))
+    return out, cdf
+
+
+def gelu_bwd(x: np.ndarray, cdf: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """unary_bwd(x, _, g, "gelu")'s bits, reading gelu()'s CDF instead of an erf."""
+    out = np.empty(x.shape, x.dtype)
+    launch(kernel(G.gelu_bwd, dtype=x.dtype), flat(x), cdf.reshape(-1), flat(g),
+           out.reshape(-1))
+    return out
+
+
 def broadcast(a: np.ndarray, shape: tuple) -> np.ndarray:
     """`a` materialised at `shape` (a contiguous copy when it broadcasts)."""
     if a.shape == tuple(shape):
@@ -155,7 +171,7 @@ def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None)
     if x.shape == y.shape:
         shape = x.shape
         xs, ys = contiguous(x), contiguous(y)
-    elif y.ndim == 1 and x.ndim > 1 and y.shape[0] == x.shape[-1] and fast_mode():
+    elif y.ndim == 1 and x.ndim > 1 and y.shape[0] == x.shape[-1]:
         return _binary_rows(x, y, op, out)
     else:
         shape = broadcast_shapes(x.shape, y.shape)
@@ -168,8 +184,9 @@ def binary(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None = None)
 
 
 def _binary_rows(x: np.ndarray, y: np.ndarray, op: str, out: np.ndarray | None):
-    """x op y for y of shape (x.shape[-1],) (fast mode): y is not materialised at x's
-    shape; the kernel reads it once per tile."""
+    """x op y for y of shape (x.shape[-1],) (a bias, a norm's weight): y is not
+    materialised at x's shape; the kernel reads it once per tile (binary's formula per
+    element, so exact mode's bits are those of the broadcast copy)."""
     if out is None:
         out = np.empty(x.shape, x.dtype)
     n = x.shape[-1]

@@ -158,6 +158,9 @@ def activation(x: Tensor, op: str) -> Tensor:
     if op == "relu":  # relu is the binary kernel's mask both ways: one compile fewer
         out = K.binary(x.data, x.data, "relu_mask")
         return record(out, (x,), lambda g: (K.binary(g, x.data, "relu_mask"),), op)
+    if op == "gelu":  # the forward keeps the CDF: the backward computes no erf
+        out, cdf = K.gelu(x.data)
+        return record(out, (x,), lambda g: (K.gelu_bwd(x.data, cdf, g),), op)
     out = K.unary(x.data, op)
     return record(out, (x,), lambda g: (K.unary_bwd(x.data, out, g, op),), op)
 

@@ -26,6 +26,7 @@ LENET5 = [
                                                      out_dtype="float32")),
     ("tilepy.models.kernels.elementwise", "unary", {}),
     ("tilepy.models.kernels.elementwise", "binary", {}),
+    ("tilepy.models.kernels.elementwise", "binary_rows", {}),  # bias adds
     ("tilepy.models.optim.kernels", "sgd_kernel", dict(block=1024, dtype="float32",
                                                        momentum=True)),
 ]

@@ -249,3 +249,23 @@ def test_mixed_precision_narrows_a_float32_conv_model_that_then_takes_float32_da
         losses.append(loss.item())
     assert all(b < a for a, b in zip(losses, losses[1:]))
     assert model[1].running_mean.dtype == np.float32  # buffers keep their dtype
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_gelu_keeps_its_cdf_for_the_backward_with_unarys_bits(dtype):
+    """F.gelu's forward keeps the normal CDF (float32 for bfloat16 storage) and its
+    backward reads it instead of computing the erf again: the bits of unary's and
+    unary_bwd's GELU, signed zeros, infinities and NaN included."""
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.uniform(-7, 7, 1200), [0.0, -0.0, np.inf, -np.inf, np.nan,
+                                                   1e-30, -40.0]]).astype(dtype)
+    g = rng.standard_normal(x.size).astype(dtype)
+    view = np.uint32 if dtype == np.float32 else np.uint16
+    xt = Tensor(x.reshape(-1, 1), requires_grad=True)
+    y = F.gelu(xt)
+    y.backward(g.reshape(-1, 1))
+    want = K.unary(x, "gelu")
+    assert np.array_equal(y.data.reshape(-1).view(view), want.view(view))
+    assert np.array_equal(xt.grad.reshape(-1).view(view),
+                          K.unary_bwd(x, want, g, "gelu").view(view))
+    assert "gelu_bwd" in {k[0].__name__ for k in K._KERNELS}

@@ -111,7 +111,7 @@ def test_fast_matmul_reads_transposes_in_place_and_sums_leading_axes_by_gemm():
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "relu_mask"])
 def test_fast_row_broadcast_binary_matches_the_materialised_broadcast(op):
     """Fast mode's x op bias ((..., N) with (N,)) reads the bias per tile instead of
-    materialising it: the same formula per element as exact mode's binary on the
+    materialising it: the same formula per element as binary on the
     broadcast copy (one rounding; fast-math's reciprocal may move a quotient by 1 ulp).
     Shapes cut tiles at both edges; out=x (in-place accumulation) too."""
     from tilepy.models import kops
@@ -119,8 +119,8 @@ def test_fast_row_broadcast_binary_matches_the_materialised_broadcast(op):
     rng = np.random.default_rng(7)
     x = rng.standard_normal((3, 37, 70)).astype(np.float32)
     y = rng.standard_normal(70).astype(np.float32)
-    with tilepy.backend("jit"):
-        want = kops.binary(x, y, op)
+    with tilepy.backend("jit"):  # binary on the broadcast copy
+        want = kops.binary(x, np.ascontiguousarray(np.broadcast_to(y, x.shape)), op)
     with tilepy.backend("jit", fast=True):
         got = kops.binary(x, y, op)
         inplace = x.copy()
@@ -132,3 +132,40 @@ def test_fast_row_broadcast_binary_matches_the_materialised_broadcast(op):
             np.testing.assert_allclose(g, want, rtol=2.0 ** -23, atol=0)
         else:
             assert np.array_equal(g.view(np.uint32), want.view(np.uint32))
+
+
+def test_exact_row_broadcast_binary_gives_the_broadcast_copys_bits():
+    """Exact mode's x op bias reads the bias per tile too (binary_rows), with the bits of
+    binary on the materialised broadcast (signed zeros, infinities, NaN included; on the
+    interpreter: the JIT's exact kernels give the interpreter's bits)."""
+    from tilepy.models import kops
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 19, 70)).astype(np.float32)
+    x[0, :3, :4] = [[0.0, -0.0, np.inf, np.nan]] * 3
+    y = rng.standard_normal(70).astype(np.float32)
+    y[:4] = [-0.0, 0.0, -np.inf, 1.0]
+    with tilepy.backend("interp"):
+        for op in ("add", "mul", "relu_mask"):
+            want = kops.binary(x, np.ascontiguousarray(np.broadcast_to(y, x.shape)), op)
+            got = kops.binary(x, y, op)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), op
+    assert ("binary_rows", (("dtype", np.dtype(np.float32)),)) in {
+        (k[0].__name__, k[1:]) for k in kops._KERNELS}
+
+
+@pytest.mark.exhaustive
+def test_jit_gelu_keeping_its_cdf_gives_unarys_bits():
+    """On the JIT (exact), gelu_fwd / gelu_bwd give unary's and unary_bwd's GELU bits."""
+    from tilepy.models import kops
+
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.uniform(-7, 7, 5000), [0.0, -0.0, np.inf, -np.inf, np.nan,
+                                                   1e-30, -40.0]]).astype(np.float32)
+    g = rng.standard_normal(x.size).astype(np.float32)
+    with tilepy.backend("jit"):
+        y, cdf = kops.gelu(x)
+        want = kops.unary(x, "gelu")
+        got, ref = kops.gelu_bwd(x, cdf, g), kops.unary_bwd(x, want, g, "gelu")
+    assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(got.view(np.uint32), ref.view(np.uint32))
