@@ -15,6 +15,7 @@ import numpy as np
 from tilepy.ir.errors import ArgumentError, LoweringError, TilepyError
 from tilepy.ir.stmt import Breakpoint, PrimFunc, walk, written_params
 from tilepy.jit import diskcache
+from tilepy.jit.linkonce import linked_once
 from tilepy.jit.lower import Lowered, lower
 from tilepy.jit.notes import compiling
 from tilepy.jit.runtime import numba_namespace, py_namespace
@@ -145,7 +146,8 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool, fuse: bool,
             extra = options()
         for name in low.blocks:  # plain njit functions, typed at the launch's call
             if not hasattr(g[name], "py_func"):
-                g[name] = numba.njit(error_model="numpy", cache=disk, **extra)(g[name])
+                # not cached on their own: compiled into the kernel's library (linkonce.py)
+                g[name] = numba.njit(error_model="numpy", **extra)(g[name])
         cached = disk and diskcache.has_machine_code(path, low.entry)
         with compiling(func.name + (" [fast]" if fast else ""), cached):
             fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast, cached=cached)
@@ -193,13 +195,13 @@ def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str, fast: bo
 
     numba.config.SLP_VECTORIZE = int(low.slp)  # gemm needs it, folds lose (Lowered.slp)
     try:
-        return _njit_once(func, pyfunc, cache, path, fast, cached)
+        return _njit_once(func, pyfunc, cache, path, fast, cached, low.blocks)
     finally:
         numba.config.SLP_VECTORIZE = 1
 
 
 def _njit_once(func: PrimFunc, pyfunc, cache: bool, path: str, fast: bool,
-               cached: bool = False):
+               cached: bool = False, blocks: tuple = ()):
     import numba
 
     opts = dict(parallel=True, error_model="numpy", cache=cache)
@@ -215,12 +217,14 @@ def _njit_once(func: PrimFunc, pyfunc, cache: bool, path: str, fast: bool,
             return fn
     configure()  # before Numba refreshes its registries: no scipy.linalg (numba_target.py)
     try:
-        return numba.njit(signature(func), **opts)(pyfunc)
+        with linked_once(blocks):
+            return numba.njit(signature(func), **opts)(pyfunc)
     except Exception as e:  # noqa: BLE001 - typing errors, or a corrupted cache file
         if not (cache and diskcache.purge(path)):
             raise _internal(func, path, e) from None
     try:  # the cache entry was unreadable: it is gone now, rebuild it
-        return numba.njit(signature(func), **opts)(pyfunc)
+        with linked_once(blocks):
+            return numba.njit(signature(func), **opts)(pyfunc)
     except Exception as e:  # noqa: BLE001
         raise _internal(func, path, e) from None
 
