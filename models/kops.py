@@ -53,32 +53,35 @@ def params(a: float, b: float, dtype) -> np.ndarray:
     return arr
 
 
-_ONES: dict = {}
-_CONSTS: dict = {}
+_CACHED: dict = {}  # (kind, shape or values, dtype) -> a read-only array
+
+
+def _cached(key: tuple, make) -> np.ndarray:
+    """The read-only array cached under `key` (made by `make()` on first use): a captured
+    step then reads the same array every call."""
+    arr = _CACHED.get(key)
+    if arr is None:
+        if len(_CACHED) > 512:
+            _CACHED.clear()
+        arr = _CACHED[key] = make()
+        arr.flags.writeable = False
+    return arr
 
 
 def ones(shape: tuple, dtype) -> np.ndarray:
     """A read-only array of ones (cached: the same array every step)."""
-    key = (shape, np.dtype(dtype))
-    arr = _ONES.get(key)
-    if arr is None:
-        if len(_ONES) > 256:
-            _ONES.clear()
-        arr = _ONES[key] = np.ones(shape, dtype)
-        arr.flags.writeable = False
-    return arr
+    return _cached(("ones", shape, np.dtype(dtype)), lambda: np.ones(shape, dtype))
+
+
+def zeros(shape: tuple, dtype) -> np.ndarray:
+    """A read-only array of zeros (cached: the same array every step)."""
+    return _cached(("zeros", shape, np.dtype(dtype)), lambda: np.zeros(shape, dtype))
 
 
 def const(values: tuple, dtype) -> np.ndarray:
     """A read-only 1-d array of `values` (cached by value: the same array every step)."""
-    key = (tuple(values), np.dtype(dtype))
-    arr = _CONSTS.get(key)
-    if arr is None:
-        if len(_CONSTS) > 256:
-            _CONSTS.clear()
-        arr = _CONSTS[key] = np.array(values, dtype)
-        arr.flags.writeable = False
-    return arr
+    values = tuple(values)
+    return _cached(("const", values, np.dtype(dtype)), lambda: np.array(values, dtype))
 
 
 def flat(a: np.ndarray) -> np.ndarray:

@@ -103,45 +103,15 @@ def launch(kernel, *arrays: np.ndarray) -> None:
         _launch(kernel, arrays)
 
 
-def _launch(kernel, arrays) -> None:
-    _, where, compiled = _plan(kernel)
-    sizes = [arrays[i].shape[d] for i, d in where]
-    chosen = _current.get()
-    name, options = current() if chosen is None else chosen
-    if name == "jit" and (not options or options == _FAST):
-        fast = bool(options)
-        if compiled[fast] is None:
-            compiled[fast] = _compile(kernel, fast)
-        fn, views, blas = compiled[fast]
-        if views is not None:
-            arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
-        grain = _GRAINS[id(kernel)][1] if _GRAINS and id(kernel) in _GRAINS else GRAIN
-        big = False
-        for a in arrays:
-            if a.size >= grain:
-                big = True
-                break
-        if big != _THREADS[2]:
-            _threads(big)
-        if blas:  # BLAS on one thread: big launches have Numba's pool (docs/models.md)
-            blas(fn, *arrays, *sizes)
-        else:
-            fn(*arrays, *sizes)
-        return
-    func = kernel.func
-    run(func, {p.name: a for p, a in zip(func.params, arrays)},
-        {v.name: n for v, n in zip(func.sizes, sizes)})
-
-
-def bound(kernel, arrays) -> tuple:
-    """(a no-argument callable that repeats this launch on these arrays under the current
-    backend, whether it is big: True/False on the JIT, None elsewhere) for replay."""
+def _resolve(kernel, arrays) -> tuple:
+    """(fn, arrays as fn takes them, sizes, blas, big) for a JIT launch under the current
+    backend; (None, arrays, sizes, None, None) for any other backend."""
     _, where, compiled = _plan(kernel)
     sizes = [arrays[i].shape[d] for i, d in where]
     chosen = _current.get()
     name, options = current() if chosen is None else chosen
     if name != "jit" or (options and options != _FAST):
-        return functools.partial(_launch, kernel, tuple(arrays)), None
+        return None, arrays, sizes, None, None
     fast = bool(options)
     if compiled[fast] is None:
         compiled[fast] = _compile(kernel, fast)
@@ -149,7 +119,35 @@ def bound(kernel, arrays) -> tuple:
     if views is not None:
         arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
     grain = _GRAINS[id(kernel)][1] if _GRAINS and id(kernel) in _GRAINS else GRAIN
-    big = any(a.size >= grain for a in arrays)
+    big = False
+    for a in arrays:
+        if a.size >= grain:
+            big = True
+            break
+    return fn, arrays, sizes, blas, big
+
+
+def _launch(kernel, arrays) -> None:
+    fn, arrays, sizes, blas, big = _resolve(kernel, arrays)
+    if fn is None:
+        func = kernel.func
+        run(func, {p.name: a for p, a in zip(func.params, arrays)},
+            {v.name: n for v, n in zip(func.sizes, sizes)})
+        return
+    if big != _THREADS[2]:
+        _threads(big)
+    if blas:  # BLAS on one thread: big launches have Numba's pool (docs/models.md)
+        blas(fn, *arrays, *sizes)
+    else:
+        fn(*arrays, *sizes)
+
+
+def bound(kernel, arrays) -> tuple:
+    """(a no-argument callable that repeats this launch on these arrays under the current
+    backend, whether it is big: True/False on the JIT, None elsewhere) for replay."""
+    fn, arrays, sizes, blas, big = _resolve(kernel, arrays)
+    if fn is None:
+        return functools.partial(_launch, kernel, tuple(arrays)), None
     if blas:
         return functools.partial(blas, fn, *arrays, *sizes), big
     return functools.partial(fn, *arrays, *sizes), big

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.models import Tensor, cat, nn
+from tilepy.models import kops as K
 from tilepy.models.zoo.checks import expect_shape
 
 
@@ -50,25 +51,11 @@ def densenet_tiny(in_channels: int = 3, image: int = 32, classes: int = 10, grow
                          nn.Linear(width, classes, dtype=dtype))
 
 
-_ZEROS: dict = {}  # (shape, dtype) -> a read-only zeros array: the same one every step
-
-
-def _zeros(shape: tuple, dtype) -> np.ndarray:
-    key = (shape, np.dtype(dtype))
-    arr = _ZEROS.get(key)
-    if arr is None:
-        if len(_ZEROS) > 16:
-            _ZEROS.clear()
-        arr = _ZEROS[key] = np.zeros(shape, dtype)
-        arr.flags.writeable = False
-    return arr
-
-
 def upsample2(x: Tensor) -> Tensor:
     """Nearest-neighbour 2x upsampling of (N, C, H, W): each pixel becomes a 2x2 block
     (a broadcast add of cached zeros, so a captured step reads the same array each time)."""
     n, c, h, w = x.shape
-    spread = x.reshape(n, c, h, 1, w, 1) + Tensor(_zeros((n, c, h, 2, w, 2), x.dtype))
+    spread = x.reshape(n, c, h, 1, w, 1) + Tensor(K.zeros((n, c, h, 2, w, 2), x.dtype))
     return spread.reshape(n, c, 2 * h, 2 * w)
 
 
