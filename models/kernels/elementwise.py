@@ -30,6 +30,31 @@ def compute_dtype(dtype: str) -> str:
     return "float32" if dtype in NARROW else dtype
 
 
+# GELU (erf form), defined once: unary, unary_bwd and models/kernels/gelu.py inline these.
+@T.macro
+def gelu_erf1(x):
+    """1 + erf(x / sqrt 2), twice the normal CDF at x."""
+    return 1.0 + T.erf(x * _RSQRT2)
+
+
+@T.macro
+def gelu_value(x, erf1):
+    """gelu(x) = x * CDF(x), computed as 0.5 * x * (1 + erf(x / sqrt 2))."""
+    return 0.5 * x * erf1
+
+
+@T.macro
+def gelu_cdf(erf1):
+    """The normal CDF at x from gelu_erf1(x)."""
+    return 0.5 * erf1
+
+
+@T.macro
+def gelu_grad(x, cdf, g):
+    """g * gelu'(x) = g * (CDF(x) + x * pdf(x))."""
+    return g * (cdf + x * (T.exp(-0.5 * x * x) * _RSQRT2PI))
+
+
 @tilepy.jit
 def unary(block=1024, dtype="float32"):
     """Y = f(X): affine (P[0] * x + P[1]), relu, gelu (erf form), silu, tanh, sigmoid,
@@ -52,7 +77,7 @@ def unary(block=1024, dtype="float32"):
                     x[i] = T.if_then_else(x[i] > 0.0, x[i], 0.0)
             elif op == GELU:
                 for i in T.Parallel(block):
-                    x[i] = 0.5 * x[i] * (1.0 + T.erf(x[i] * _RSQRT2))
+                    x[i] = gelu_value(x[i], gelu_erf1(x[i]))
             elif op == SILU:
                 for i in T.Parallel(block):
                     x[i] = x[i] * T.sigmoid(x[i])
@@ -102,9 +127,7 @@ def unary_bwd(block=1024, dtype="float32"):
                     g[i] = T.if_then_else(x[i] > 0.0, g[i], 0.0)
             elif op == GELU:
                 for i in T.Parallel(block):
-                    cdf = 0.5 * (1.0 + T.erf(x[i] * _RSQRT2))
-                    pdf = T.exp(-0.5 * x[i] * x[i]) * _RSQRT2PI
-                    g[i] = g[i] * (cdf + x[i] * pdf)
+                    g[i] = gelu_grad(x[i], gelu_cdf(gelu_erf1(x[i])), g[i])
             elif op == SILU:
                 for i in T.Parallel(block):
                     s = T.sigmoid(x[i])

@@ -1,11 +1,12 @@
 """GELU (erf form) forward keeping the normal CDF its backward needs: `gelu_fwd` writes
-Y = gelu(x) with unary's formula (so its bits) and C = 0.5 * (1 + erf(x / sqrt 2)) in the
-compute dtype (float32 for narrow storage); `gelu_bwd` reads C instead of computing the
-erf again, with unary_bwd's formula otherwise (so its bits)."""
+Y = gelu(x) and C = 0.5 * (1 + erf(x / sqrt 2)) in the compute dtype (float32 for narrow
+storage); `gelu_bwd` reads C instead of computing the erf again. Both inline the GELU
+macros of elementwise.py, as unary and unary_bwd do (so their bits)."""
 
 import tilepy
 import tilepy.language as T
-from tilepy.models.kernels.elementwise import _RSQRT2, _RSQRT2PI, compute_dtype
+from tilepy.models.kernels.elementwise import (
+    compute_dtype, gelu_cdf, gelu_erf1, gelu_grad, gelu_value)
 
 
 @tilepy.jit
@@ -20,9 +21,9 @@ def gelu_fwd(block=1024, dtype="float32"):
             c = T.alloc_fragment((block,), cd)
             T.copy(X[bx * block], x)
             for i in T.Parallel(block):
-                e = T.erf(x[i] * _RSQRT2)
-                c[i] = 0.5 * (1.0 + e)
-                x[i] = 0.5 * x[i] * (1.0 + e)
+                e1 = gelu_erf1(x[i])
+                c[i] = gelu_cdf(e1)
+                x[i] = gelu_value(x[i], e1)
             T.copy(x, Y[bx * block])
             T.copy(c, C[bx * block])
 
@@ -44,8 +45,7 @@ def gelu_bwd(block=1024, dtype="float32"):
             T.copy(C[bx * block], c)
             T.copy(dY[bx * block], g)
             for i in T.Parallel(block):
-                pdf = T.exp(-0.5 * x[i] * x[i]) * _RSQRT2PI
-                g[i] = g[i] * (c[i] + x[i] * pdf)
+                g[i] = gelu_grad(x[i], c[i], g[i])
             T.copy(g, dX[bx * block])
 
     return gelu_bwd
