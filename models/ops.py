@@ -13,6 +13,7 @@ from tilepy.models.errors import model_error
 from tilepy.models.kernels import record as hooks
 from tilepy.models.kernels.elementwise import NARROW  # computed in float32, rounded once
 from tilepy.models.kernels.record import contiguous, copy_into
+from tilepy.models.promote import category, result_type
 from tilepy.models.tensor import Tensor
 
 FLOATS = ("float32", "float64", "bfloat16", "float16")  # dtypes tensors compute in
@@ -35,12 +36,52 @@ def record(data: np.ndarray, parents: tuple, backward, name: str) -> Tensor:
 
 
 def _same_dtype(op: str, a: Tensor, b: Tensor) -> None:
+    """What torch refuses to promote (matmul, linear): one dtype, a float."""
     if a.dtype != b.dtype:
         raise model_error(f"{op}: operands have dtypes {a.dtype} and {b.dtype}",
-                          hint="convert one: x.to(y.dtype)")
-    if K.dtype_name(a.dtype) not in FLOATS:
+                          hint="convert one: x.to(y.dtype) (torch's matmul does not "
+                               "promote either)")
+    _floating(op, a.dtype)
+
+
+def _floating(op: str, dtype) -> None:
+    if K.dtype_name(dtype) not in FLOATS:
         raise model_error(f"{op}: expected float32, float64, bfloat16 or float16 tensors; "
-                          f"got {a.dtype}")
+                          f"got {dtype}", hint="convert it: x.float()")
+
+
+def promoted(op: str, *tensors) -> tuple:
+    """The tensors in the dtype torch's type promotion gives them (models/promote.py): each
+    float operand through `cast` (its gradient comes back in its own dtype), integer and
+    bool ones converted (they take no gradient). True division of integers is float32."""
+    first = tensors[0].dtype
+    if all(t.dtype == first for t in tensors[1:]) and K.dtype_name(first) in FLOATS:
+        return tensors  # the common case, at no cost
+    dtype = result_type(*tensors)
+    if op == "div" and category(dtype) < 2:
+        dtype = np.dtype(np.float32)
+    _floating(op, dtype)
+    return tuple(_promote(t, dtype) for t in tensors)
+
+
+def _promote(t: Tensor, dtype) -> Tensor:
+    if t.dtype == dtype:
+        return t
+    if category(t.dtype) == 2:
+        return cast(t, dtype)
+    return Tensor(K.convert(t.data, dtype))
+
+
+def _scalar_operand(op: str, x: Tensor, s) -> Tensor:
+    """x ready for an affine map by the Python number s: torch makes an integer or bool
+    tensor float32 (its default dtype) for a float s; integer arithmetic is refused."""
+    if K.dtype_name(x.dtype) in FLOATS:
+        return x
+    if category(x.dtype) >= 0 and isinstance(s, (float, np.floating)):
+        return _promote(x, np.dtype(np.float32))
+    raise model_error(f"{op}: expected a float32, float64, bfloat16 or float16 tensor; got "
+                      f"{x.dtype} (integer arithmetic is not computed by tilepy.models)",
+                      hint="convert it: x.float()")
 
 
 def _scalar(x) -> bool:
@@ -88,13 +129,14 @@ def in_float32(fn, *args, **kwargs):
 
 def affine(x: Tensor, a: float, b: float) -> Tensor:
     """a * x + b for Python scalars a, b."""
+    if K.dtype_name(x.dtype) not in FLOATS:
+        _scalar_operand("a * x + b", x, 0)  # raises: integer arithmetic
     out = K.unary(x.data, "affine", a, b)
     return record(out, (x,), lambda g: (K.unary(g, "affine", a, 0.0),), "affine")
 
 
 def _binary(op: str, x, y) -> Tensor:
-    x, y = as_tensor(x), as_tensor(y)
-    _same_dtype(op, x, y)
+    x, y = promoted(op, as_tensor(x), as_tensor(y))
     if x.shape != y.shape:
         try:
             K.broadcast_shapes(x.shape, y.shape)
@@ -130,24 +172,50 @@ _BACKWARD = {"add": _add_bwd, "sub": _sub_bwd, "mul": _mul_bwd, "div": _div_bwd}
 
 
 def add(x: Tensor, y) -> Tensor:
-    return affine(x, 1.0, float(y)) if _scalar(y) else _binary("add", x, y)
+    if _scalar(y):
+        return affine(_scalar_operand("add", x, y), 1.0, float(y))
+    return _binary("add", x, y)
 
 
 def sub(x: Tensor, y) -> Tensor:
-    return affine(x, 1.0, -float(y)) if _scalar(y) else _binary("sub", x, y)
+    if _scalar(y):
+        return affine(_scalar_operand("sub", x, y), 1.0, -float(y))
+    return _binary("sub", x, y)
 
 
 def rsub(x: Tensor, y) -> Tensor:
-    return affine(x, -1.0, float(y)) if _scalar(y) else _binary("sub", y, x)
+    if _scalar(y):
+        return affine(_scalar_operand("sub", x, y), -1.0, float(y))
+    return _binary("sub", y, x)
 
 
 def mul(x: Tensor, y) -> Tensor:
-    return affine(x, float(y), 0.0) if _scalar(y) else _binary("mul", x, y)
+    if _scalar(y):
+        return affine(_scalar_operand("mul", x, y), float(y), 0.0)
+    return _binary("mul", x, y)
+
+
+def _true_division(x: Tensor, y) -> Tensor:
+    """x made float32 for a division by the Python number y when it is an integer or bool
+    tensor (torch's true division gives its default float)."""
+    if _scalar(y) and category(x.dtype) in (0, 1):
+        return _promote(x, np.dtype(np.float32))
+    return x
+
+
+def neg(x: Tensor) -> Tensor:
+    return affine(_scalar_operand("neg", x, 0), -1.0, 0.0)
 
 
 def div(x, y) -> Tensor:
-    x = as_tensor(x)
+    x = _true_division(as_tensor(x), y)
     return _binary("div", x, as_tensor(y, like=x))
+
+
+def rdiv(x: Tensor, y) -> Tensor:
+    """y / x for a Python number or array y."""
+    x = _true_division(x, y)
+    return _binary("div", as_tensor(y, like=x), x)
 
 
 def activation(x: Tensor, op: str) -> Tensor:
@@ -286,8 +354,7 @@ def cat(tensors, dim: int = 0) -> Tensor:
     ts = [as_tensor(t) for t in tensors]
     if not ts:
         raise model_error("cat: expected at least one tensor")
-    for t in ts[1:]:
-        _same_dtype("cat", ts[0], t)
+    ts = list(promoted("cat", *ts))
     try:
         out = np.concatenate([t.data for t in ts], axis=dim)
     except ValueError as e:

@@ -137,10 +137,10 @@ class Tensor:
         return _ops().div(self, other)
 
     def __rtruediv__(self, other):
-        return _ops().div(_ops().as_tensor(other, like=self), self)
+        return _ops().rdiv(self, other)
 
     def __neg__(self):
-        return _ops().affine(self, -1.0, 0.0)
+        return _ops().neg(self)
 
     def __matmul__(self, other):
         return _ops().matmul(self, other)
