@@ -6,7 +6,12 @@ macros of elementwise.py, as unary and unary_bwd do (so their bits)."""
 import tilepy
 import tilepy.language as T
 from tilepy.models.kernels.elementwise import (
-    compute_dtype, gelu_cdf, gelu_erf1, gelu_grad, gelu_value)
+    compute_dtype,
+    gelu_cdf,
+    gelu_erf1,
+    gelu_grad,
+    gelu_value,
+)
 
 
 @tilepy.jit
