@@ -148,6 +148,10 @@ class Module:
     def extra_repr(self) -> str:
         return ""
 
+    def name_line(self) -> str:
+        """The layer on one line (its class and extra_repr), for error messages."""
+        return f"{type(self).__name__}({self.extra_repr()})"
+
     def __repr__(self) -> str:
         lines = [f"  ({n}): " + repr(m).replace("\n", "\n  ") for n, m in self._modules.items()]
         head = f"{type(self).__name__}({self.extra_repr()}"
@@ -198,5 +202,5 @@ def as_input(layer: Module, x, dtype) -> Tensor:
         return t
     if np.dtype(dtype).name in NARROW and floating(t.dtype):
         return cast(t, dtype)
-    raise model_error(f"{layer!r}: expected input of dtype {np.dtype(dtype)}; got {t.dtype} "
-                      f"(shape {t.shape})", hint=f"convert the input: {cast_hint(dtype)}")
+    raise model_error(f"{layer.name_line()}: expected input of dtype {np.dtype(dtype)}; got "
+                      f"{t.dtype} (shape {t.shape})", hint=f"convert the input: {cast_hint(dtype)}")

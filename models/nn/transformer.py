@@ -65,21 +65,22 @@ class MultiheadAttention(Module):
         x = as_input(self, x, self.dtype)
         if x.ndim != 3 or x.shape[2] != self.embed_dim:
             order = "(N, L, E)" if self.batch_first else "(L, N, E)"
-            raise model_error(f"{self!r}: expected {what} of shape {order} with E="
+            raise model_error(f"{self.name_line()}: expected {what} of shape {order} with E="
                               f"{self.embed_dim}; got {x.shape}")
         return x if self.batch_first else x.permute(1, 0, 2)
 
     def forward(self, query, key, value, need_weights: bool = False, is_causal: bool = False):
         if need_weights:
-            raise model_error(f"{self!r}: need_weights=True is not supported (the attention "
-                              "weights are not kept)", hint="call it with need_weights=False")
+            raise model_error(f"{self.name_line()}: need_weights=True is not supported (the "
+                              "attention weights are not kept)",
+                              hint="call it with need_weights=False")
         same = query is key and key is value
         q = self._batch_first(query, "query")
         k, v = (q, q) if same else (self._batch_first(key, "key"),
                                     self._batch_first(value, "value"))
         if k.shape != v.shape or k.shape[0] != q.shape[0]:
-            raise model_error(f"{self!r}: key and value must have one shape and the query's "
-                              f"batch; got query {q.shape}, key {k.shape}, value {v.shape}")
+            raise model_error(f"{self.name_line()}: key and value must have one shape and the "
+                              f"query's batch; got query {q.shape}, key {k.shape}, value {v.shape}")
         y = multi_head_attention(q, k, v, self.num_heads, self.in_proj_weight,
                                  self.in_proj_bias, self.out_proj.weight, self.out_proj.bias,
                                  is_causal)
@@ -109,9 +110,15 @@ class TransformerBlock(Module):
         self.causal = causal
 
     def extra_repr(self) -> str:
-        return f"causal={self.causal}"
+        return (f"d_model={self.norm1.weight.shape[0]}, nhead={self.attn.num_heads}, "
+                f"causal={self.causal}")
 
     def forward(self, x):
+        d = self.norm1.weight.shape[0]
+        x = as_input(self, x, self.norm1.weight.dtype)
+        if x.ndim != 3 or x.shape[2] != d:
+            raise model_error(f"{self.name_line()}: expected input of shape (N, T, {d}); "
+                              f"got {x.shape}")
         h = self.norm1(x)
         x = x + self.drop(self.attn(h, h, h, is_causal=self.causal)[0])
         return x + self.drop(self.mlp(self.norm2(x)))
