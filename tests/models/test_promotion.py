@@ -136,7 +136,7 @@ def test_what_torch_refuses_or_tilepy_does_not_compute_stays_an_error():
                                          r"arithmetic is not computed by tilepy.models\)"):
         ints + 1
     with pytest.raises(ModelError, match=r"neg: expected .* got int64"):
-        print(-ints)
+        _ = -ints
 
 
 def test_the_same_values_as_torch_when_installed():

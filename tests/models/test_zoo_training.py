@@ -73,9 +73,9 @@ def test_lenet_training_step_same_bits_on_jit_and_interpreter():
     _assert_same_bits(lenet5, (1, 8, 8))
 
 
-def _fit_run(tmp_path, steps_before_resume=None):
+def _fit_run(tmp_path, steps_before_resume=None, backend="interp"):
     """The real MLP (autograd, kernels) through fit() with AdamW and a shuffling loader, on
-    the interpreter: (losses, parameters) after 6 steps, resumed from a checkpoint after
+    `backend`: (losses, parameters) after 6 steps, resumed from a checkpoint after
     `steps_before_resume` steps when given (fresh objects, as a new process would)."""
     from tilepy.models.data import DataLoader, TensorDataset
     from tilepy.models.training import fit, load_checkpoint, save_checkpoint
@@ -92,7 +92,7 @@ def _fit_run(tmp_path, steps_before_resume=None):
         return F.cross_entropy(out, target)
 
     model, opt, loader = fresh()
-    with tilepy.backend("interp"):
+    with tilepy.backend(backend):
         if steps_before_resume is None:
             h = fit(model, loss_fn, opt, loader, epochs=2, progress=False, metrics=())
             return h, [p.data.copy() for p in model.parameters()]
@@ -107,9 +107,10 @@ def _fit_run(tmp_path, steps_before_resume=None):
         return h, [p.data.copy() for p in model.parameters()]
 
 
-def test_fit_trains_the_real_mlp_and_resumes_bit_identically(tmp_path):
-    whole, params = _fit_run(tmp_path)
-    _, resumed = _fit_run(tmp_path, steps_before_resume=4)
+@pytest.mark.parametrize("backend", ["interp", "jit"])  # the jit: the MLP step's kernels
+def test_fit_trains_the_real_mlp_and_resumes_bit_identically(tmp_path, backend):
+    whole, params = _fit_run(tmp_path, backend=backend)
+    _, resumed = _fit_run(tmp_path, steps_before_resume=4, backend=backend)
     losses = whole.losses  # 6 steps: 3 batches in each of 2 epochs
     assert len(losses) == 6 and losses == sorted(losses, reverse=True), losses
     for a, b in zip(params, resumed):
