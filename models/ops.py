@@ -136,7 +136,9 @@ def affine(x: Tensor, a: float, b: float) -> Tensor:
 
 
 def _binary(op: str, x, y) -> Tensor:
-    x, y = promoted(op, as_tensor(x), as_tensor(y))
+    x, y = as_tensor(x), as_tensor(y)
+    if x.dtype != y.dtype or K.dtype_name(x.dtype) not in FLOATS:
+        x, y = promoted(op, x, y)
     if x.shape != y.shape:
         try:
             K.broadcast_shapes(x.shape, y.shape)
