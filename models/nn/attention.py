@@ -82,7 +82,10 @@ def scaled_dot_product_attention(q, k, v, is_causal: bool = False) -> Tensor:
             or q.shape[-1] != k.shape[-1]:
         raise model_error(f"scaled_dot_product_attention: expected q (..., L, d), k and v "
                           f"(..., S, d); got {q.shape}, {k.shape}, {v.shape}")
-    if q.dtype == k.dtype == v.dtype and K.dtype_name(q.dtype) in FLASH_DTYPES:
+    if not q.dtype == k.dtype == v.dtype:  # torch refuses these too
+        raise model_error(f"scaled_dot_product_attention: expected q, k and v of one dtype; "
+                          f"got {q.dtype}, {k.dtype}, {v.dtype}", hint="convert: x.to(q.dtype)")
+    if K.dtype_name(q.dtype) in FLASH_DTYPES:
         return _flash(q, k, v, is_causal)
     return _composed(q, k, v, is_causal)
 

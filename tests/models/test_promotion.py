@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tilepy
-from tilepy.models import Tensor, cat
+from tilepy.models import Tensor, cat, nn
 from tilepy.models.errors import ModelError
 from tilepy.models.promote import result_type
 
@@ -128,6 +128,10 @@ def test_what_torch_refuses_or_tilepy_does_not_compute_stays_an_error():
     with pytest.raises(ModelError, match=r"matmul: operands have dtypes float32 and "
                                          r"bfloat16(.|\n)*torch's matmul does not promote"):
         a @ b
+    q = Tensor(np.ones((1, 2, 4), np.float32))
+    with pytest.raises(ModelError, match=r"scaled_dot_product_attention: expected q, k and v "
+                                         r"of one dtype; got float32, bfloat16, float32"):
+        nn.functional.scaled_dot_product_attention(q, q.bfloat16(), q)
     ints = Tensor(np.arange(3))
     with pytest.raises(ModelError, match=r"add: expected float32, float64, bfloat16 or "
                                          r"float16 tensors; got int64(.|\n)*x.float\(\)"):
