@@ -106,7 +106,7 @@ def test_exp_rounded_to_float32_is_the_correctly_rounded_result(exp_to32):
 def test_exp_rounded_to_float32_is_the_interpreters_on_every_float32_argument():
     """Every float32 x in [-104, 89] (2,239,889,410; beyond, the float32 result is 0 or
     inf on both sides): the JIT's float32 exp equals numpy's float64 exp rounded to float32,
-    the interpreter's, so exact-mode exp never depends on the backend (about 40 s)."""
+    the interpreter's, so exact-mode exp never depends on the backend (1-4 minutes)."""
     import numba
 
     from tilepy.jit.mathlib import numba_math
