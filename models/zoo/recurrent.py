@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.models import Tensor, nn, no_grad
+from tilepy.models import Tensor, kops, nn, no_grad
 from tilepy.models.nn.utils import rnn
 from tilepy.models.zoo.checks import expect_shape
 
@@ -48,7 +48,7 @@ class GRUClassifier(nn.Module):
     def forward(self, idx):
         expect_shape("GRUClassifier", idx, (None, None), hint="a batch of token sequences")
         e = self.embed(idx)
-        h = Tensor(np.zeros((e.shape[0], self.cell.hidden_size), e.dtype))
+        h = Tensor(kops.zeros((e.shape[0], self.cell.hidden_size), e.dtype))
         for t in range(e.shape[1]):
             h = self.cell(e[:, t], h)
         return self.head(h)
