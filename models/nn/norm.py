@@ -122,8 +122,9 @@ def _draw_key(key: np.ndarray, seed: int | None) -> None:
 
 
 def embedding(idx, weight: Tensor, who: object = "embedding") -> Tensor:
-    """weight[idx] for an integer array idx of any shape; the gradient touches only the
-    rows that occur (summed per row in position order by one kernel)."""
+    """weight[idx] for an integer array idx of any shape; the gradient sums each row's
+    occurrences in position order, one kernel over every row of the table (0 for a row
+    that does not occur)."""
     if is_narrow(weight):  # the gradient's sums in float32
         return in_float32(embedding, idx, weight, who)
     idx = np.asarray(idx.data if isinstance(idx, Tensor) else idx)

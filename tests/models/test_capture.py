@@ -1,7 +1,8 @@
 """Step capture and replay (tilepy.models.capture): replayed steps give the eager steps'
 bits (losses, parameters, optimiser state) on the JIT's exact mode and on the interpreter;
 what re-captures (a new input shape, train/eval, a replaced parameter) and what is refused
-(host reads, host-made arrays, data-dependent control flow, a dynamic loss scale)."""
+(host reads, host-made arrays, data-dependent control flow, a dynamic loss scale, an RNN
+over a packed sequence)."""
 
 import importlib
 
