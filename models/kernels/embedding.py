@@ -1,10 +1,11 @@
-"""Embedding lookup and its sparse gradient.
+"""Embedding lookup and its gradient.
 
 forward   Out[i, :] = Weight[Idx[i], :]
 backward  Rows[u, :] = sum over s in [Starts[u], Starts[u+1]) of dOut[Order[s], :]: the
           gradient of each distinct index u, summing its occurrences in ascending position
           order (the op sorts positions by index: Order, Starts), so no atomics and no
-          dependence on the schedule; only the rows that occur are computed.
+          dependence on the schedule. The models compute every row of the table (U is
+          the table's rows; a row that does not occur gets 0): models/nn/indices.py.
 """
 
 import tilepy

@@ -22,6 +22,12 @@ def normal(shape, dtype) -> np.ndarray:
     return _RNG[0].standard_normal(size=shape).astype(dtype)
 
 
+def fill_normal(out: np.ndarray) -> None:
+    """out = N(0, 1) samples: the values normal(out.shape, out.dtype) would return (a host
+    fill: models/kernels/record.filled draws them again on each replay)."""
+    out[...] = _RNG[0].standard_normal(size=out.shape).astype(out.dtype)
+
+
 def seed() -> int:
     """A 32-bit seed for a counter-based generator (dropout)."""
     return int(_RNG[0].integers(0, 2**32))

@@ -15,6 +15,7 @@ from tilepy.models.kernels import embedding as Em
 from tilepy.models.kernels import norms as N
 from tilepy.models.kernels.launch import launch
 from tilepy.models.kernels.record import contiguous, filled
+from tilepy.models.nn import indices as ix
 from tilepy.models.nn import init
 from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
@@ -121,30 +122,25 @@ def _draw_key(key: np.ndarray, seed: int | None) -> None:
 
 
 def embedding(idx, weight: Tensor, who: object = "embedding") -> Tensor:
-    """weight[idx] for an integer array idx of any shape; the gradient touches only the
-    rows that occur (summed per row in position order by one kernel)."""
+    """weight[idx] for an integer array idx of any shape; the gradient sums each row's
+    occurrences in position order, one kernel over every row of the table (0 for a row
+    that does not occur)."""
     if is_narrow(weight):  # the gradient's sums in float32
         return in_float32(embedding, idx, weight, who)
     idx = np.asarray(idx.data if isinstance(idx, Tensor) else idx)
     v, d = weight.shape
     if idx.dtype.kind not in "iu":
         raise model_error(f"{who}: indices must be integers; got dtype {idx.dtype}")
-    if idx.size and (idx.min() < 0 or idx.max() >= v):
-        raise model_error(f"{who}: indices must lie in [0, {v}); got values from "
-                          f"{idx.min()} to {idx.max()}")
-    flat = idx.reshape(-1).astype(np.int32)
+    ix.check_range(idx, v, who)
+    flat = ix.flat_int32(idx)
     out = np.empty((flat.size, d), weight.dtype)
     launch(K.kernel(Em.embedding_fwd, dtype=weight.dtype), weight.data, flat, out)
 
     def bwd(g):
-        order = np.argsort(flat, kind="stable").astype(np.int32)
-        rows, starts = np.unique(flat[order], return_index=True)
-        starts = np.append(starts, flat.size).astype(np.int32)
-        part = np.empty((rows.size, d), weight.dtype)
+        order, starts = ix.sort_plan(flat, v)
+        gw = np.empty(weight.shape, weight.dtype)  # every row written (0 where none occurs)
         launch(K.kernel(Em.embedding_bwd, dtype=weight.dtype),
-               contiguous(g).reshape(-1, d), order, starts, part)
-        gw = np.zeros(weight.shape, weight.dtype)
-        gw[rows] = part  # distinct rows: a move, no arithmetic
+               contiguous(g).reshape(-1, d), order, starts, gw)
         return (gw,)
     return record(out.reshape(*idx.shape, d), (weight,), bwd, "embedding")
 

@@ -15,6 +15,7 @@ from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import recurrent as R
 from tilepy.models.kernels.launch import launch
+from tilepy.models.kernels.record import contiguous, copy_into, refuse
 from tilepy.models.nn import functional as F
 from tilepy.models.nn import init
 from tilepy.models.nn.module import Module, as_input
@@ -45,39 +46,41 @@ def recurrence(kind: str, gi: Tensor, h0: Tensor, c0, w_hh: Tensor, b_hh: Tensor
     hid, p, d, lstm = gi.shape[2] // GATES[kind], w_hh.shape[1], gi.dtype, kind == "lstm"
     sizes = _active(batch_sizes, steps, n)
     order = range(steps - 1, -1, -1) if reverse else range(steps)
-    gid, wt = np.ascontiguousarray(gi.data), np.ascontiguousarray(w_hh.data.T)
+    # host copies go through record's helpers, so that a captured step repeats them
+    gid, wt = contiguous(gi.data), contiguous(w_hh.data.T)
     hs, h_prev = np.zeros((steps, n, p), d), np.zeros((steps, n, p), d)
     us = hs if w_hr is None else np.zeros((steps, n, hid), d)  # o * tanh(c), unprojected
-    wrt = None if w_hr is None else np.ascontiguousarray(w_hr.data.T)
+    wrt = None if w_hr is None else contiguous(w_hr.data.T)
     acts = np.zeros((steps, n, 4 * hid), d)
     cs, tcs, c_prev = (np.zeros((steps, n, hid), d) for _ in range(3)) if lstm else (None,) * 3
-    hcur = np.array(h0.data, d, copy=True)
-    ccur = np.array(c0.data, d, copy=True) if lstm else None
+    hcur = copy_into(np.empty(h0.shape, d), h0.data)
+    ccur = copy_into(np.empty(c0.shape, d), c0.data) if lstm else None
     for t in order:
         m = sizes[t]
-        h_prev[t, :m] = hcur[:m]
+        copy_into(h_prev[t, :m], hcur[:m])
         hw = K.matmul(hcur[:m], wt)
         if lstm:
-            c_prev[t, :m] = ccur[:m]
+            copy_into(c_prev[t, :m], ccur[:m])
             launch(K.kernel(R.lstm_fwd, dtype=d), gid[t, :m], hw, b_hh.data, c_prev[t, :m],
                    us[t, :m], cs[t, :m], acts[t, :m], tcs[t, :m])
-            ccur[:m] = cs[t, :m]
+            copy_into(ccur[:m], cs[t, :m])
             if wrt is not None:
-                hs[t, :m] = K.matmul(us[t, :m], wrt)
+                copy_into(hs[t, :m], K.matmul(us[t, :m], wrt))
         else:
             launch(K.kernel(R.gru_fwd, dtype=d), gid[t, :m], hw, b_hh.data, h_prev[t, :m],
                    hs[t, :m], acts[t, :m])
-        hcur[:m] = hs[t, :m]
+        copy_into(hcur[:m], hs[t, :m])
     back = list(reversed(order))
 
     def bwd(g):
-        g = np.ascontiguousarray(g)
+        g = contiguous(g)
         if lstm:
             return _lstm_bwd(g, acts, c_prev, tcs, h_prev, w_hh, sizes, back, w_hr, us)
         return _gru_bwd(g, acts, h_prev, w_hh, sizes, back)
-    out = np.concatenate([hs, hcur[None]])
-    if lstm:
-        out = np.concatenate([out, np.concatenate([cs, ccur[None]])], axis=2)
+    out = np.empty((steps + 1, n, p + hid if lstm else p), d)
+    for dst, src in ((out[:steps, :, :p], hs), (out[steps, :, :p], hcur)) + (
+            ((out[:steps, :, p:], cs), (out[steps, :, p:], ccur)) if lstm else ()):
+        copy_into(dst, src)
     parents = (gi, h0, c0, w_hh, b_hh) if lstm else (gi, h0, w_hh, b_hh)
     return record(out, parents + (() if w_hr is None else (w_hr,)), bwd, kind)
 
@@ -95,11 +98,12 @@ def _lstm_bwd(g, acts, c_prev, tcs, h_prev, w_hh, sizes, back, w_hr=None, us=Non
     through W_hr to o * tanh(c)'s, and gives dW_hr = sum_t dh_t^T u_t (one gemm)."""
     steps, n, p = h_prev.shape
     hid, d = c_prev.shape[2], h_prev.dtype
-    gh, gc = np.ascontiguousarray(g[..., :p]), np.ascontiguousarray(g[..., p:])
+    gh, gc = contiguous(g[..., :p]), contiguous(g[..., p:])
     dg = np.zeros((steps, n, 4 * hid), d)
-    dh, dc = gh[steps].copy(), gc[steps].copy()
+    dh = copy_into(np.empty((n, p), d), gh[steps])
+    dc = copy_into(np.empty((n, hid), d), gc[steps])
     dhs = None if w_hr is None else np.zeros((steps, n, p), d)
-    zero = None if w_hr is None else np.zeros((n, hid), d)
+    zero = None if w_hr is None else K.zeros((n, hid), d)
     for t in back:
         m = sizes[t]
         dc_prev = np.empty((m, hid), d)
@@ -109,7 +113,8 @@ def _lstm_bwd(g, acts, c_prev, tcs, h_prev, w_hh, sizes, back, w_hr=None, us=Non
             dho, dhr = K.matmul(dhs[t, :m], w_hr.data), zero[:m]
         launch(K.kernel(R.lstm_bwd, dtype=d), dho, dhr, gc[t, :m], dc[:m],
                acts[t, :m], c_prev[t, :m], tcs[t, :m], dg[t, :m], dc_prev)
-        dh[:m], dc[:m] = K.matmul(dg[t, :m], w_hh.data), dc_prev
+        copy_into(dh[:m], K.matmul(dg[t, :m], w_hh.data))
+        copy_into(dc[:m], dc_prev)
     dw, db = _weight_grads(dg, h_prev)
     if w_hr is None:
         return dg, dh, dc, dw, db
@@ -121,13 +126,15 @@ def _gru_bwd(g, acts, h_prev, w_hh, sizes, back):
     steps, n, h = h_prev.shape
     d = h_prev.dtype
     dgi, dgh = np.zeros((steps, n, 3 * h), d), np.zeros((steps, n, 3 * h), d)
-    dhm, dhz = np.zeros((n, h), d), g[steps].copy()
+    dhm = copy_into(np.empty((n, h), d), K.zeros((n, h), d))  # refilled on replay
+    dhz = copy_into(np.empty((n, h), d), g[steps])
     for t in back:
         m = sizes[t]
         dhp = np.empty((m, h), d)
         launch(K.kernel(R.gru_bwd, dtype=d), g[t, :m], dhm[:m], dhz[:m], acts[t, :m],
                h_prev[t, :m], dgi[t, :m], dgh[t, :m], dhp)
-        dhm[:m], dhz[:m] = K.matmul(dgh[t, :m], w_hh.data), dhp
+        copy_into(dhm[:m], K.matmul(dgh[t, :m], w_hh.data))
+        copy_into(dhz[:m], dhp)
     dw, db = _weight_grads(dgh, h_prev)
     return dgi, K.binary(dhm, dhz, "add"), dw, db
 
@@ -198,7 +205,7 @@ class _Recurrent(Module):
     def _state(self, given, n: int, what: str, order, width: int) -> Tensor:
         want = (self.num_layers * self.directions, n, width)
         if given is None:
-            return Tensor(np.zeros(want, self.dtype))
+            return Tensor(K.zeros(want, self.dtype))
         given = as_input(self, given, self.dtype)
         if given.shape != want:
             raise model_error(f"{self!r}: expected {what} of shape {want}; got {given.shape}",
@@ -208,7 +215,7 @@ class _Recurrent(Module):
     def _direction(self, x: Tensor, sfx: str, h0, c0, sizes, reverse: bool) -> Tensor:
         b_hh = getattr(self, f"bias_hh{sfx}", None)
         if b_hh is None:
-            b_hh = Tensor(np.zeros((GATES[self.kind] * self.hidden_size,), self.dtype))
+            b_hh = Tensor(K.zeros((GATES[self.kind] * self.hidden_size,), self.dtype))
         gi = F.linear(x, getattr(self, f"weight_ih{sfx}"), getattr(self, f"bias_ih{sfx}", None),
                       who=self)
         return in_float32(recurrence, self.kind, gi, h0, c0, getattr(self, f"weight_hh{sfx}"),
@@ -252,6 +259,10 @@ class _Recurrent(Module):
         if data.ndim != 2 or data.shape[1] != self.input_size:
             raise model_error(f"{self!r}: expected packed data of shape (steps, "
                               f"{self.input_size}); got {data.shape}")
+        refuse(f"{type(self).__name__} over a PackedSequence: its batch sizes, read on "
+               "the host, set the rows every step updates",
+               hint="pad the batch to one length and mask the loss, or run the step "
+                    "without capture")
         sizes = np.asarray(p.batch_sizes)
         steps, n = len(sizes), int(sizes[0])
         rows = scatter_rows(data, packed_index(sizes, np.arange(n), n), steps * n)

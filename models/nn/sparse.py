@@ -1,20 +1,24 @@
 """The functional form of EmbeddingBag (re-exported by nn.functional): bags of embedding
 rows reduced by sum, mean or max, with optional per-sample weights (sum mode). The
-forward, the sparse weight gradient and the per-sample weights' gradient are the
-library's (tilepy.kernels.embedding_bag_api); this module converts torch's arguments.
+forward, the weight gradient (every row of the table: models/nn/indices.py sorts the
+positions) and the per-sample weights' gradient are the library's kernels
+(tilepy.kernels.embedding_bag); this module converts torch's arguments.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tilepy.kernels.embedding_bag_api import (
-    embedding_bag_backward,
-    embedding_bag_forward,
-    embedding_bag_weights_grad,
+from tilepy.kernels.embedding_bag import (
+    embedding_bag_bwd,
+    embedding_bag_fwd,
+    embedding_bag_psw_grad,
 )
+from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels.launch import launch
+from tilepy.models.kernels.record import contiguous, filled, host_op
+from tilepy.models.nn import indices as ix
 from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
 
@@ -27,24 +31,35 @@ def _bags(idx: np.ndarray, offsets, include_last: bool, who: str):
         if offsets is not None:
             raise model_error(f"{who}: offsets must be None for 2-d input {idx.shape} (each "
                               "row is a bag)", hint="flatten the input to pass offsets")
-        offs = np.arange(0, idx.size + 1, max(idx.shape[1], 1), dtype=np.int64)
-        offs = offs[:idx.shape[0] + 1] if idx.shape[1] else np.zeros(idx.shape[0] + 1)
-    elif idx.ndim == 1:
-        if offsets is None:
-            raise model_error(f"{who}: 1-d input needs offsets (the start of each bag)",
-                              hint="pass offsets=[0, ...] or a 2-d (bags, size) input")
-        offs = np.asarray(offsets.data if isinstance(offsets, Tensor) else offsets)
-        if offs.ndim != 1 or offs.dtype.kind not in "iu":
-            raise model_error(f"{who}: offsets must be a 1-d integer array; got shape "
-                              f"{offs.shape} dtype {offs.dtype}")
-        offs = offs if include_last else np.append(offs, idx.size)
-        if offs.size < 1 or offs[0] != 0 or np.any(np.diff(offs) < 0) or offs[-1] != idx.size:
-            raise model_error(f"{who}: offsets must start at 0, not decrease and stay within "
-                              f"the {idx.size} indices; got {offs.tolist()[:8]}")
-    else:
+        step = idx.shape[1]
+        starts = range(0, idx.size + 1, step) if step else (0,) * (idx.shape[0] + 1)
+        return ix.flat_int32(idx), K.const(tuple(starts), np.int32)
+    if idx.ndim != 1:
         raise model_error(f"{who}: expected 1-d input with offsets or 2-d (bags, size) "
                           f"input; got shape {idx.shape}")
-    return idx.reshape(-1).astype(np.int32), offs.astype(np.int32)
+    if offsets is None:
+        raise model_error(f"{who}: 1-d input needs offsets (the start of each bag)",
+                          hint="pass offsets=[0, ...] or a 2-d (bags, size) input")
+    offs = np.asarray(offsets.data if isinstance(offsets, Tensor) else offsets)
+    if offs.ndim != 1 or offs.dtype.kind not in "iu":
+        raise model_error(f"{who}: offsets must be a 1-d integer array; got shape "
+                          f"{offs.shape} dtype {offs.dtype}")
+    _check_offsets(offs, idx.size, include_last, who)
+    out = np.empty(offs.size + (0 if include_last else 1), np.int32)
+    return ix.flat_int32(idx), filled(_with_end, out, offs, idx.size)
+
+
+@host_op  # a captured step checks each call's offsets
+def _check_offsets(offs: np.ndarray, m: int, include_last: bool, who: str) -> None:
+    offs = offs if include_last else np.append(offs, m)
+    if offs.size < 1 or offs[0] != 0 or np.any(np.diff(offs) < 0) or offs[-1] != m:
+        raise model_error(f"{who}: offsets must start at 0, not decrease and stay within "
+                          f"the {m} indices; got {offs.tolist()[:8]}")
+
+
+def _with_end(out: np.ndarray, offs: np.ndarray, m: int) -> None:
+    out[:offs.size] = offs
+    out[offs.size:] = m
 
 
 def _check(idx, weight, mode, psw, who):
@@ -52,10 +67,7 @@ def _check(idx, weight, mode, psw, who):
         raise model_error(f"{who}: mode must be 'sum', 'mean' or 'max'; got {mode!r}")
     if idx.dtype.kind not in "iu":
         raise model_error(f"{who}: indices must be integers; got dtype {idx.dtype}")
-    v = weight.shape[0]
-    if idx.size and (idx.min() < 0 or idx.max() >= v):
-        raise model_error(f"{who}: indices must lie in [0, {v}); got values from "
-                          f"{idx.min()} to {idx.max()}")
+    ix.check_range(idx, weight.shape[0], who)
     if psw is not None:
         if mode != "sum":
             raise model_error(f"{who}: per_sample_weights need mode='sum'; got {mode!r}")
@@ -76,21 +88,25 @@ def embedding_bag(input, weight: Tensor, offsets=None, mode: str = "mean",
     psw = None if per_sample_weights is None else as_tensor(per_sample_weights)
     _check(idx, weight, mode, psw, who)
     flat, offs = _bags(idx, offsets, include_last_offset, who)
-    w = None if psw is None else np.ascontiguousarray(psw.data).reshape(-1)
-    out, arg = embedding_bag_forward(weight.data, flat, offs, mode, w, launch)
+    m, (v, d), dt = flat.size, weight.shape, str(weight.dtype)
+    w = K.ones((m,), weight.dtype) if psw is None else contiguous(psw.data).reshape(-1)
+    out = np.empty((offs.size - 1, d), weight.dtype)
+    arg = np.empty(out.shape, np.int32)  # max: each column's position (read by the backward)
+    launch(K.kernel(embedding_bag_fwd, mode=mode, dtype=dt), weight.data, flat, offs, w,
+           out, arg)
 
     def bwd(g):
-        g = np.ascontiguousarray(g)
-        gw = None
+        g, gw, gp = contiguous(g), None, None
+        bag = ix.bag_of(offs, m)
         if weight.requires_grad:
-            rows, grads = embedding_bag_backward(g, flat, offs, mode, arg, w, launch)
-            gw = np.zeros(weight.shape, weight.dtype)
-            gw[rows] = grads  # distinct rows: a move, no arithmetic
-        if psw is None:
-            return (gw,)
-        gp = embedding_bag_weights_grad(weight.data, flat, offs, g, launch).reshape(
-            psw.shape) \
-            if psw.requires_grad else None
-        return gw, gp
+            order, starts = ix.sort_plan(flat, v)
+            gw = np.empty(weight.shape, weight.dtype)  # every row written (0 if unused)
+            launch(K.kernel(embedding_bag_bwd, mode=mode, dtype=dt), g, order, starts,
+                   bag, offs, w, arg, gw)
+        if psw is not None and psw.requires_grad:
+            gp = np.empty(m, weight.dtype)
+            launch(K.kernel(embedding_bag_psw_grad, dtype=dt), weight.data, flat, bag, g, gp)
+            gp = gp.reshape(psw.shape)
+        return (gw,) if psw is None else (gw, gp)
     parents = (weight,) if psw is None else (weight, psw)
     return record(out, parents, bwd, f"embedding_bag_{mode}")

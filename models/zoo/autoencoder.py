@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.models import Tensor, nn
+from tilepy.models.kernels.record import filled
 from tilepy.models.nn import init
 
 
@@ -56,7 +57,7 @@ class VAE(nn.Module):
         mean, logvar = h[:, :self.code], h[:, self.code:]
         z = mean
         if self.training:
-            eps = init.normal(mean.shape, mean.dtype)
+            eps = filled(init.fill_normal, np.empty(mean.shape, mean.dtype))  # drawn on replay
             z = mean + (logvar * 0.5).exp() * Tensor(eps)
         return self.decoder(z), mean, logvar
 

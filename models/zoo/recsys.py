@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.models import Parameter, Tensor, cat, nn
+from tilepy.models import Parameter, Tensor, cat, kops, nn
 from tilepy.models.errors import model_error
+from tilepy.models.kernels.record import astype
 
 F = nn.functional
 
@@ -39,8 +40,8 @@ def click_loss(logit: Tensor, label) -> Tensor:
     """Mean binary cross-entropy of logits (N,) against 0/1 labels: softmax cross-entropy
     of the two logits (0, z), which equals log(1 + e^z) - label * z."""
     z = logit.reshape(-1, 1)
-    two = cat([Tensor(np.zeros(z.shape, z.dtype)), z], dim=1)
-    return F.cross_entropy(two, np.asarray(label).astype(np.int32))
+    two = cat([Tensor(kops.zeros(z.shape, z.dtype)), z], dim=1)
+    return F.cross_entropy(two, astype(np.asarray(label), np.dtype(np.int32)))
 
 
 class NeuralCF(nn.Module):

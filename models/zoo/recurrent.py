@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilepy.models import Tensor, nn, no_grad
+from tilepy.models import Tensor, kops, nn, no_grad
+from tilepy.models.kernels.record import filled
 from tilepy.models.nn.utils import rnn
 from tilepy.models.zoo.checks import expect_shape
 
@@ -48,7 +49,7 @@ class GRUClassifier(nn.Module):
     def forward(self, idx):
         expect_shape("GRUClassifier", idx, (None, None), hint="a batch of token sequences")
         e = self.embed(idx)
-        h = Tensor(np.zeros((e.shape[0], self.cell.hidden_size), e.dtype))
+        h = Tensor(kops.zeros((e.shape[0], self.cell.hidden_size), e.dtype))
         for t in range(e.shape[1]):
             h = self.cell(e[:, t], h)
         return self.head(h)
@@ -153,8 +154,9 @@ class GRUSeq2Seq(nn.Module):
         h = self._encode(src)
         tgt = np.asarray(tgt)
         expect_shape("GRUSeq2Seq target", tgt, (len(tgt), None), hint="(N, T) token codes")
-        start = np.full((len(tgt), 1), self.vocab, tgt.dtype)
-        y, _ = self.decoder(self.tgt_embed(np.concatenate([start, tgt[:, :-1]], axis=1)), h)
+        # the decoder's input: a host fill, so a captured step redoes it on replay
+        shifted = filled(_shift_right, np.empty(tgt.shape, tgt.dtype), tgt, self.vocab)
+        y, _ = self.decoder(self.tgt_embed(shifted), h)
         return self.head(y)
 
     def generate(self, src, steps: int) -> np.ndarray:
@@ -168,6 +170,12 @@ class GRUSeq2Seq(nn.Module):
                 tok = self.head(y).numpy().argmax(-1)
                 out.append(tok[:, 0])
         return np.stack(out, axis=1)
+
+
+def _shift_right(out: np.ndarray, tgt: np.ndarray, start: int) -> None:
+    """out = the start token, then tgt without its last step (teacher forcing's input)."""
+    out[:, :1] = start
+    out[:, 1:] = tgt[:, :-1]
 
 
 def gru_seq2seq(vocab: int = 8, embed: int = 16, hidden: int = 32,

@@ -1,7 +1,8 @@
 """Step capture and replay (tilepy.models.capture): replayed steps give the eager steps'
 bits (losses, parameters, optimiser state) on the JIT's exact mode and on the interpreter;
 what re-captures (a new input shape, train/eval, a replaced parameter) and what is refused
-(host reads, host-made arrays, data-dependent control flow, a dynamic loss scale)."""
+(host reads, host-made arrays, data-dependent control flow, a dynamic loss scale, an RNN
+over a packed sequence)."""
 
 import importlib
 
@@ -231,6 +232,54 @@ def test_a_replayed_call_still_checks_its_labels():
         with pytest.raises(ModelError, match=r"labels must lie in \[0, 10\)"):
             step(x, bad)
         assert step.replays == 0
+
+
+def test_a_replayed_embedding_step_sorts_and_checks_each_calls_indices():
+    # the gradient's sort of positions by index is redone on replay (a repeated index sums
+    # its rows in position order), and so is the indices' range check
+    rng = np.random.default_rng(1)
+    data = [(rng.integers(0, 5, (4, 3)), rng.integers(0, 3, 4).astype(np.int32))
+            for _ in range(5)]
+    runs = []
+    for captured in (False, True):
+        nn.manual_seed(0)
+        emb, head = nn.Embedding(5, 4), nn.Linear(12, 3)
+        opt = optim.SGD(list(emb.parameters()) + list(head.parameters()), 0.5)
+
+        def step(i, y, emb=emb, head=head, opt=opt):
+            loss = F.cross_entropy(head(emb(i).reshape(4, 12)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        run = capture(step) if captured else step
+        with tilepy.backend("interp"):
+            runs.append([run(i, y).data.copy() for i, y in data] + [emb.weight.data.copy()])
+    assert run.replays == 2 and _same_bits(runs[0], runs[1])
+    bad = data[0][0].copy()
+    bad[1, 2] = 5
+    with tilepy.backend("interp"), pytest.raises(
+            ModelError, match=r"indices must lie in \[0, 5\); got values from 0 to 5") as info:
+        run(bad, data[0][1])
+    assert "test_capture.py" in str(info.value)
+
+
+def test_an_rnn_over_a_packed_sequence_is_refused():
+    nn.manual_seed(0)
+    lstm = nn.LSTM(2, 3, batch_first=True)
+
+    def step(x, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(Tensor(x), lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        return lstm(packed)[1][0].sum()
+    x, lengths = np.ones((2, 3, 2), np.float32), np.array([3, 2])
+    run = capture(step)
+    with tilepy.backend("interp"), pytest.raises(
+            CaptureError, match=r"cannot replay LSTM over a PackedSequence: its batch sizes, "
+                                r"read on the host, set the rows every step updates") as info:
+        for _ in range(2):
+            run(x, lengths)
+    assert "test_capture.py" in str(info.value) and "pad the batch" in str(info.value)
 
 
 def test_the_digits_trainer_gives_the_same_model_captured_or_eager():

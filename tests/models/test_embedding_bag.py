@@ -82,18 +82,17 @@ def test_embedding_bag_errors(kwargs, message):
 
 
 def test_runs_the_library_kernels(monkeypatch):
-    # nn.EmbeddingBag's forward and both gradients are tilepy.kernels.embedding_bag_api's
+    # nn.EmbeddingBag's forward and both gradients launch tilepy.kernels.embedding_bag's
+    # kernels; the weight gradient is computed for every row of the table
     from tilepy.models.nn import sparse
 
     calls = []
-    for name in ("embedding_bag_forward", "embedding_bag_backward",
-                 "embedding_bag_weights_grad"):
-        real = getattr(sparse, name)
-        monkeypatch.setattr(sparse, name, lambda *a, _n=name, _f=real: calls.append(_n) or
-                            _f(*a))
+    real = sparse.launch
+    monkeypatch.setattr(sparse, "launch", lambda k, *a: calls.append(
+        (k.func.name, a[-1].shape)) or real(k, *a))
     w = Tensor(np.ones((6, 2)), requires_grad=True)
     p = Tensor(np.ones(IDX.size), requires_grad=True)
     F.embedding_bag(IDX, w, OFFS, "sum", p).sum().backward()
-    assert calls == ["embedding_bag_forward", "embedding_bag_backward",
-                     "embedding_bag_weights_grad"]
+    assert calls == [("embedding_bag_fwd", (4, 2)), ("embedding_bag_bwd", (6, 2)),
+                     ("embedding_bag_psw_grad", (IDX.size,))]
     np.testing.assert_array_equal(p.grad, np.full(IDX.size, 2.0))  # each row's dot of ones

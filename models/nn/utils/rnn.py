@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tilepy.models.errors import model_error
+from tilepy.models.kernels.record import filled
 from tilepy.models.ops import as_tensor, cat, permute, record
 from tilepy.models.tensor import Tensor
 
@@ -27,14 +28,24 @@ class PackedSequence(NamedTuple):
 
 
 def gather_rows(x: Tensor, idx: np.ndarray) -> Tensor:
-    """x[idx] along the first axis for distinct indices; the backward scatters back."""
-    out = np.ascontiguousarray(x.data[idx])
+    """x[idx] along the first axis for distinct indices; the backward scatters back. Both
+    moves are host fills, which a captured step redoes on replay (idx must then be an
+    input of the step or kept across steps)."""
+    idx = np.asarray(idx)
+    out = filled(_take, np.empty((*idx.shape, *x.shape[1:]), x.dtype), x.data, idx)
 
     def bwd(g):
-        gx = np.zeros(x.shape, x.dtype)
-        gx[idx] = g  # distinct rows: a move, no arithmetic
-        return (gx,)
+        return (filled(_put, np.empty(x.shape, x.dtype), g, idx),)
     return record(out, (x,), bwd, "gather_rows")
+
+
+def _take(out: np.ndarray, x: np.ndarray, idx: np.ndarray) -> None:
+    np.take(x, idx, axis=0, out=out)
+
+
+def _put(gx: np.ndarray, g: np.ndarray, idx: np.ndarray) -> None:
+    gx.fill(0)
+    gx[idx] = g  # distinct rows: a move, no arithmetic
 
 
 def scatter_rows(x: Tensor, idx: np.ndarray, rows: int, fill: float = 0.0) -> Tensor:
