@@ -10,13 +10,14 @@ here). Launches whose largest array has at least GRAIN elements use all of Numba
 In fast mode BLAS calls inside a launch's blocks run on one thread (OpenBLAS's own pool
 spinning beside Numba's made an MLP step's gemms 150x slower on this loaded machine, and
 those blocks already run on Numba's threads: docs/perf-log.md); a launch that is one BLAS
-call gives BLAS the launch path's threads.
+call gives BLAS the launch path's threads where Numba's idle workers sleep.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import time
 from collections import defaultdict
 
@@ -193,7 +194,15 @@ def _compile(kernel, fast: bool) -> tuple:
     views = ck.views if any(v is not None for v in ck.views) else None
     if not fast or "_gemm_acc" not in ck.source:
         return ck.fn, views, None
-    return ck.fn, views, call_one_thread if ck.blas_in_blocks else _blas_whole
+    whole = not ck.blas_in_blocks and _idle_workers_sleep()
+    return ck.fn, views, _blas_whole if whole else call_one_thread
+
+
+def _idle_workers_sleep() -> bool:
+    """Whether Numba's idle OpenMP workers sleep (OMP_WAIT_POLICY=PASSIVE, as the benches
+    set) rather than spin for milliseconds after each parallel launch, where they would
+    take BLAS's threads' CPUs (docs/models.md, the transformer step's fifth pass)."""
+    return os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
 
 
 def _blas_whole(fn, *args) -> None:
