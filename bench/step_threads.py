@@ -5,12 +5,10 @@ thread policies that alternate round by round in one process, each operation tim
 
     .venv/bin/python bench/step_threads.py --model transformer [--fast] [--rounds 30]
 
-Policies: `T1` every launch on one thread (BLAS included); `T2` the launch path's own
-choice (its big launches on two threads, the rest on one; a launch that is one BLAS call
-gives BLAS both); `T2old` the same but BLAS on one thread throughout (the launch path
-before the transformer's fifth pass); `all2` every launch on two threads. Prints per
-launch (in step order) the minimum wall time over the rounds under each policy, then the
-whole step's minimum replay time under each. Not a test.
+Policies: `T1` every launch on one thread; `T2` the launch path's own choice (its big
+launches on two threads, the rest on one; BLAS calls always on one); `all2` every launch
+on two threads. Prints per launch (in step order) the minimum wall time over the rounds
+under each policy, then the whole step's minimum replay time under each. Not a test.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ import tilepy  # noqa: E402
 from tilepy.models import capture, optim  # noqa: E402
 from tilepy.models.kernels import launch as L  # noqa: E402
 
-POLICIES = ("T1", "T2old", "T2", "all2")
+POLICIES = ("T1", "T2", "all2")
 
 
 def captured_ops(kind: str):
@@ -66,26 +64,11 @@ def describe(call, name) -> str:
     return f"{name} " + " ".join("x".join(map(str, s)) for s in shapes[:3])
 
 
-def one_thread_blas(ops: list) -> list:
-    """`ops` with every launch that is one BLAS call run with BLAS on one thread."""
-    import functools
-
-    from tilepy.jit.blas import call_one_thread
-
-    out = []
-    for call, big in ops:
-        if getattr(call, "func", None) is L._blas_whole:
-            call = functools.partial(call_one_thread, *call.args)
-        out.append((call, big))
-    return out
-
-
 def run(ops, policy: str, times: list | None) -> float:
     """Replay `ops` once under `policy`; per-op seconds into `times`; returns the total."""
     import numba
 
     current = numba.get_num_threads()
-    L._THREADS[0] = 1 if policy == "T1" else 2  # what a launch that is one BLAS call uses
     t_all = time.perf_counter()
     for i, (call, big) in enumerate(ops):
         if big is not None:
@@ -116,15 +99,13 @@ def main() -> int:
     L._THREADS[2] = None  # the launch path sets its count again on its next launch
     with tilepy.backend("jit", fast=True) if args.fast else contextlib.nullcontext():
         ops, names = captured_ops(args.model)
-        variants = {p: ops for p in POLICIES}
-        variants["T2old"] = one_thread_blas(ops)
         per = {p: [float("inf")] * len(ops) for p in POLICIES}
         whole = dict.fromkeys(POLICIES, float("inf"))
         for _ in range(args.rounds):
             for p in POLICIES:
-                run(variants[p], p, per[p])
-                whole[p] = min(whole[p], run(variants[p], p, None))
-    L._THREADS[0], L._THREADS[2] = 2, None
+                run(ops, p, per[p])
+                whole[p] = min(whole[p], run(ops, p, None))
+    L._THREADS[2] = None
     print(f"{args.model} {'fast' if args.fast else 'exact'}, load {os.getloadavg()[0]:.2f}; "
           f"us per operation, min of {args.rounds} rounds")
     print(f"{'#':>3} {'operation':58s} {'big':>5} " + " ".join(f"{p:>7}" for p in POLICIES)

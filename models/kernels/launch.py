@@ -7,17 +7,15 @@ Small launches run on one thread (as PyTorch runs ops below its grain size): wak
 Numba's pool costs far more than such a kernel's work, and on a busy machine a parallel
 launch over a few blocks waits for descheduled workers (0.6 ms instead of 9 us measured
 here). Launches whose largest array has at least GRAIN elements use all of Numba's threads.
-In fast mode BLAS calls inside a launch's blocks run on one thread (OpenBLAS's own pool
-spinning beside Numba's made an MLP step's gemms 150x slower on this loaded machine, and
-those blocks already run on Numba's threads: docs/perf-log.md); a launch that is one BLAS
-call gives BLAS the launch path's threads where Numba's idle workers sleep.
+In fast mode every launch's BLAS calls run on one thread (OpenBLAS's own pool spinning
+beside Numba's made an MLP step's gemms 150x slower on this loaded machine, and a big
+launch's gemm tiles already run on Numba's threads: docs/perf-log.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import time
 from collections import defaultdict
 
@@ -183,34 +181,15 @@ def set_grain(kernel, elements: int) -> None:
 
 
 def _compile(kernel, fast: bool) -> tuple:
-    """(compiled function, storage views or None, how a fast kernel that calls BLAS is
-    called: blas.call_one_thread when its blocks call BLAS, _blas_whole when it is one BLAS
-    call; None for any other kernel)."""
+    """(compiled function, storage views or None, blas.call_one_thread for a fast kernel
+    that calls BLAS, else None)."""
     from tilepy.jit import compile as jit_compile  # loads lazily (DESIGN.md)
     from tilepy.jit.blas import call_one_thread
 
     ck = jit_compile(kernel.func, fast=fast)
     # narrow floats (bf16, fp8) enter Numba as views of their storage integers
     views = ck.views if any(v is not None for v in ck.views) else None
-    if not fast or "_gemm_acc" not in ck.source:
-        return ck.fn, views, None
-    whole = not ck.blas_in_blocks and _idle_workers_sleep()
-    return ck.fn, views, _blas_whole if whole else call_one_thread
-
-
-def _idle_workers_sleep() -> bool:
-    """Whether Numba's idle OpenMP workers sleep (OMP_WAIT_POLICY=PASSIVE, as the benches
-    set) rather than spin for milliseconds after each parallel launch, where they would
-    take BLAS's threads' CPUs (docs/models.md, the transformer step's fifth pass)."""
-    return os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
-
-
-def _blas_whole(fn, *args) -> None:
-    """A launch that is one BLAS call: BLAS gets every thread the launch path has (Numba's
-    pool is idle meanwhile; BLAS itself keeps small products on one thread)."""
-    from tilepy.jit.blas import call_threads
-
-    call_threads(_THREADS[0] or 1, fn, *args)
+    return ck.fn, views, call_one_thread if fast and "_gemm_acc" in ck.source else None
 
 
 def _threads(big: bool) -> None:
