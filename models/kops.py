@@ -13,7 +13,7 @@ from tilepy.kernels.gemm import gemm
 from tilepy.kernels.reductions import row_reduce
 from tilepy.models.kernels import elementwise as E
 from tilepy.models.kernels import gelu as G
-from tilepy.models.kernels.launch import fast_mode, launch
+from tilepy.models.kernels.launch import fast_mode, launch, set_grain
 from tilepy.models.kernels.record import contiguous
 
 _CODES: dict[int, np.ndarray] = {}
@@ -32,6 +32,13 @@ _KERNELS: dict = {}  # (factory, build arguments) -> Kernel, skipping @tilepy.ji
 _PARAMS: dict = {}  # (a, b, dtype) -> the read-only parameter array of unary kernels
 
 
+# Kernels whose launches stay on one thread up to more elements than launch.GRAIN: a row
+# broadcast (bias add) reads what the launch before wrote on this thread; at 2^17-2^18
+# elements a second thread cost more (moving the rows to the other core's cache, waking
+# it) than it saved (docs/models.md, the transformer step's fifth pass)
+_GRAIN_OF = {E.binary_rows: 1 << 19}
+
+
 def kernel(factory, **build):
     """The Kernel `factory(**build)`, cached here (the hot path of every op)."""
     key = (factory, *build.items())
@@ -39,6 +46,8 @@ def kernel(factory, **build):
     if k is None:
         k = _KERNELS[key] = factory(**{name: v.name if isinstance(v, np.dtype) else v
                                         for name, v in build.items()})
+        if factory in _GRAIN_OF:
+            set_grain(k, _GRAIN_OF[factory])
     return k
 
 

@@ -1,6 +1,6 @@
 """Short rows take narrow tiles (the transformer's LayerNorm over 64 features, its mean
 over 16 tokens): the same bits as the default 256-wide tiles, on the interpreter (the
-ground truth); and the ops choose them."""
+ground truth); and the ops choose them. Row broadcasts keep to one thread longer."""
 
 import numpy as np
 import pytest
@@ -8,6 +8,8 @@ import pytest
 import tilepy
 from tilepy.kernels.reductions import row_reduce
 from tilepy.models import Tensor, kops, nn
+from tilepy.models.kernels import elementwise as E
+from tilepy.models.kernels import launch as L
 from tilepy.models.kernels import norms as N
 from tilepy.models.kernels.launch import launch
 
@@ -76,3 +78,11 @@ def test_jit_narrow_row_tiles_give_the_interpreters_bits():
         got = _norm(x, g, **N.tiles(64, False)) + (kops.row_reduce2d(x[:, :16], "sum"),)
     for a, b in zip(want, got):
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_row_broadcast_launches_stay_on_one_thread_up_to_2_to_the_19_elements():
+    kops._KERNELS.clear()
+    for dt in (np.float32, np.float64):
+        k = kops.kernel(E.binary_rows, dtype=np.dtype(dt))
+        assert L._GRAINS[id(k)] == (k, 1 << 19)
+    assert id(kops.kernel(E.binary, dtype=np.dtype(np.float32))) not in L._GRAINS
