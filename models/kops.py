@@ -13,7 +13,7 @@ from tilepy.kernels.gemm import gemm
 from tilepy.kernels.reductions import row_reduce
 from tilepy.models.kernels import elementwise as E
 from tilepy.models.kernels import gelu as G
-from tilepy.models.kernels.launch import fast_mode, launch
+from tilepy.models.kernels.launch import fast_mode, launch, set_grain
 from tilepy.models.kernels.record import contiguous
 
 _CODES: dict[int, np.ndarray] = {}
@@ -32,6 +32,13 @@ _KERNELS: dict = {}  # (factory, build arguments) -> Kernel, skipping @tilepy.ji
 _PARAMS: dict = {}  # (a, b, dtype) -> the read-only parameter array of unary kernels
 
 
+# Kernels whose launches stay on one thread up to more elements than launch.GRAIN: a row
+# broadcast (bias add) reads what the launch before wrote on this thread; at 2^17-2^18
+# elements a second thread cost more (moving the rows to the other core's cache, waking
+# it) than it saved (docs/models.md, the transformer step's fifth pass)
+_GRAIN_OF = {E.binary_rows: 1 << 19}
+
+
 def kernel(factory, **build):
     """The Kernel `factory(**build)`, cached here (the hot path of every op)."""
     key = (factory, *build.items())
@@ -39,6 +46,8 @@ def kernel(factory, **build):
     if k is None:
         k = _KERNELS[key] = factory(**{name: v.name if isinstance(v, np.dtype) else v
                                         for name, v in build.items()})
+        if factory in _GRAIN_OF:
+            set_grain(k, _GRAIN_OF[factory])
     return k
 
 
@@ -226,7 +235,10 @@ def row_reduce2d(x: np.ndarray, kind: str) -> np.ndarray:
     accumulate in float32 and round once)."""
     c = compute(x.dtype)
     out = np.empty((x.shape[0],), c)
-    launch(kernel(row_reduce, kind=kind, dtype=x.dtype, out_dtype=c),
+    # rows of at most 16 (a mean over a few tokens) in 32 x 16 tiles: the default 8 x 256
+    # tile is 15/16 padding; the padding comes after the row's elements (the same bits)
+    tiles = {"block_M": 32, "block_N": 16} if x.shape[1] <= 16 else {}
+    launch(kernel(row_reduce, kind=kind, dtype=x.dtype, out_dtype=c, **tiles),
            contiguous(x), out)
     return convert(out, x.dtype)
 

@@ -13,7 +13,7 @@ from tilepy.models.errors import model_error
 from tilepy.models.kernels import dropout as D
 from tilepy.models.kernels import embedding as Em
 from tilepy.models.kernels import norms as N
-from tilepy.models.kernels.launch import launch
+from tilepy.models.kernels.launch import fast_mode, launch
 from tilepy.models.kernels.record import contiguous, filled
 from tilepy.models.nn import indices as ix
 from tilepy.models.nn import init
@@ -27,15 +27,15 @@ def _rows(x: np.ndarray, eps: float, center: float):
     cfg = K.const((eps, center), x.dtype)
     xhat = np.empty(x.shape, x.dtype)
     mean, var, rstd = (np.empty((m,), x.dtype) for _ in range(3))
-    launch(K.kernel(N.row_norm_fwd, dtype=x.dtype), contiguous(x), cfg, xhat, mean,
-           var, rstd)
+    launch(K.kernel(N.row_norm_fwd, dtype=x.dtype, **N.tiles(x.shape[1], fast_mode())),
+           contiguous(x), cfg, xhat, mean, var, rstd)
     return xhat, mean, var, rstd, cfg
 
 
 def _rows_bwd(xhat, rstd, g, cfg) -> np.ndarray:
     dx = np.empty(xhat.shape, xhat.dtype)
-    launch(K.kernel(N.row_norm_bwd, dtype=xhat.dtype), xhat, rstd, contiguous(g),
-           cfg, dx)
+    launch(K.kernel(N.row_norm_bwd, dtype=xhat.dtype, **N.tiles(xhat.shape[1], fast_mode())),
+           xhat, rstd, contiguous(g), cfg, dx)
     return dx
 
 

@@ -1,0 +1,89 @@
+"""The transformer step's fifth pass against the code before it, in one process: two
+captured steps of bench/train_bench.py's transformer row, one built with the earlier
+choices (LayerNorm and the mean over tokens in the default 256-wide row tiles), replayed
+in alternating rounds:
+
+    .venv/bin/python bench/tfm_ab.py [--fast] [--rounds 15] [--steps 10]
+
+Prints, per variant, the minimum over the rounds of the CPU time per step at one thread
+(`time.process_time`: the work) and of the wall time per step at two threads. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+import step_threads as S  # noqa: E402
+
+import tilepy  # noqa: E402
+from tilepy.kernels.reductions import row_reduce  # noqa: E402
+from tilepy.models import kops  # noqa: E402
+from tilepy.models.kernels import launch as L  # noqa: E402
+from tilepy.models.kernels import norms  # noqa: E402
+
+
+def _old_row_reduce2d(x: np.ndarray, kind: str) -> np.ndarray:
+    c = kops.compute(x.dtype)
+    out = np.empty((x.shape[0],), c)
+    kops.launch(kops.kernel(row_reduce, kind=kind, dtype=x.dtype, out_dtype=c),
+                kops.contiguous(x), out)
+    return kops.convert(out, x.dtype)
+
+
+def before_ops(kind: str) -> list:
+    """The captured step's operations as the code before the fifth pass ran them."""
+    tiles, reduce2d = norms.tiles, kops.row_reduce2d
+    norms.tiles, kops.row_reduce2d = (lambda n, fast: {}), _old_row_reduce2d
+    try:
+        ops, _ = S.captured_ops(kind)
+    finally:
+        norms.tiles, kops.row_reduce2d = tiles, reduce2d
+    return ops
+
+
+def per_step(ops, threads: int, steps: int) -> tuple[float, float]:
+    """(CPU s, wall s) per replayed step with the launch path at `threads`."""
+    L._THREADS[0], L._THREADS[2] = threads, None
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(steps):
+        L.replay(ops)
+    return (time.process_time() - c0) / steps, (time.perf_counter() - t0) / steps
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fast", action="store_true")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--steps", type=int, default=10)
+    args = ap.parse_args()
+    import numba
+
+    numba.set_num_threads(2)
+    with tilepy.backend("jit", fast=True) if args.fast else contextlib.nullcontext():
+        variants = {"before": before_ops("transformer"),
+                    "after": S.captured_ops("transformer")[0]}
+        cpu1 = dict.fromkeys(variants, float("inf"))
+        wall2 = dict.fromkeys(variants, float("inf"))
+        for _ in range(args.rounds):
+            for name, ops in variants.items():
+                cpu1[name] = min(cpu1[name], per_step(ops, 1, args.steps)[0])
+                wall2[name] = min(wall2[name], per_step(ops, 2, args.steps)[1])
+    L._THREADS[0], L._THREADS[2] = 2, None
+    print(f"transformer {'fast' if args.fast else 'exact'}, load {os.getloadavg()[0]:.2f}, "
+          f"min of {args.rounds} rounds of {args.steps} replayed steps, ms/step:")
+    for name in variants:
+        print(f"  {name:7s} one thread CPU {cpu1[name] * 1e3:7.3f}   two threads wall "
+              f"{wall2[name] * 1e3:7.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

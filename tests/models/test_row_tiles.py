@@ -1,0 +1,88 @@
+"""Short rows take narrow tiles (the transformer's LayerNorm over 64 features, its mean
+over 16 tokens): the same bits as the default 256-wide tiles, on the interpreter (the
+ground truth); and the ops choose them. Row broadcasts keep to one thread longer."""
+
+import numpy as np
+import pytest
+
+import tilepy
+from tilepy.kernels.reductions import row_reduce
+from tilepy.models import Tensor, kops, nn
+from tilepy.models.kernels import elementwise as E
+from tilepy.models.kernels import launch as L
+from tilepy.models.kernels import norms as N
+from tilepy.models.kernels.launch import launch
+
+
+def _rows(m, n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    x[1] = 0.0
+    x[2, : n // 2] = -0.0
+    x[3] = 1e30  # a row whose variance is 0 from huge equal values
+    return x
+
+
+def _norm(x, g, **tiles):
+    m, n = x.shape
+    cfg = np.array([1e-5, 1.0], np.float32)
+    xhat, mean, var, rstd = (np.empty_like(x),) + tuple(np.empty(m, np.float32)
+                                                        for _ in range(3))
+    launch(N.row_norm_fwd(dtype="float32", **tiles), x, cfg, xhat, mean, var, rstd)
+    dx = np.empty_like(x)
+    launch(N.row_norm_bwd(dtype="float32", **tiles), xhat, rstd, g, cfg, dx)
+    return xhat, mean, var, rstd, dx
+
+
+@pytest.mark.parametrize("n", [64, 40, 1])
+@pytest.mark.parametrize("fast", [False, True])
+def test_row_norm_narrow_tiles_give_the_default_tiles_bits(n, fast):
+    x, g = _rows(37, n, 1), _rows(37, n, 2)
+    assert N.tiles(n, fast)["block_N"] == 64
+    with tilepy.backend("interp"):
+        want = _norm(x, g)
+        got = _norm(x, g, **N.tiles(n, fast))
+    for a, b in zip(want, got):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+@pytest.mark.parametrize("n", [16, 10, 1])
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_row_reduce_narrow_tiles_give_the_default_tiles_bits(n, kind):
+    x = _rows(45, n, 3)
+    with tilepy.backend("interp"):
+        want = kops.row_reduce2d(x[:, :n], kind)  # the op's choice: 32 x 16 tiles
+        got = np.empty(45, np.float32)
+        launch(row_reduce(kind=kind, dtype="float32", out_dtype="float32"), x, got)
+    assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
+
+
+def test_layer_norm_and_a_mean_over_tokens_choose_the_narrow_tiles():
+    kops._KERNELS.clear()
+    ln = nn.LayerNorm(64)
+    x = Tensor(_rows(2 * 16, 64, 4).reshape(2, 16, 64), requires_grad=True)
+    with tilepy.backend("interp"):
+        ln(x).mean(1).sum().backward()
+    built = {(key[0].__name__ if hasattr(key[0], "__name__") else str(key[0]),
+              dict(key[1:]).get("block_N")) for key in kops._KERNELS}
+    assert ("row_norm_fwd", 64) in built and ("row_norm_bwd", 64) in built
+    assert ("row_reduce", 16) in built
+
+
+@pytest.mark.exhaustive
+def test_jit_narrow_row_tiles_give_the_interpreters_bits():
+    x, g = _rows(1030, 64, 5), _rows(1030, 64, 6)
+    with tilepy.backend("interp"):
+        want = _norm(x, g) + (kops.row_reduce2d(x[:, :16], "sum"),)
+    with tilepy.backend("jit"):
+        got = _norm(x, g, **N.tiles(64, False)) + (kops.row_reduce2d(x[:, :16], "sum"),)
+    for a, b in zip(want, got):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_row_broadcast_launches_stay_on_one_thread_up_to_2_to_the_19_elements():
+    kops._KERNELS.clear()
+    for dt in (np.float32, np.float64):
+        k = kops.kernel(E.binary_rows, dtype=np.dtype(dt))
+        assert L._GRAINS[id(k)] == (k, 1 << 19)
+    assert id(kops.kernel(E.binary, dtype=np.dtype(np.float32))) not in L._GRAINS
