@@ -3,13 +3,17 @@ compiled function, skipping the per-call argument checks of `Kernel.__call__` (t
 arrays itself: dtypes, shapes and contiguity are right by construction); on any other
 backend through `tilepy.backend.run`, with everything the backend checks.
 
-Small launches run on one thread (as PyTorch runs ops below its grain size): waking
-Numba's pool costs far more than such a kernel's work, and on a busy machine a parallel
-launch over a few blocks waits for descheduled workers (0.6 ms instead of 9 us measured
-here). Launches whose largest array has at least GRAIN elements use all of Numba's threads.
-In fast mode every launch's BLAS calls run on one thread (OpenBLAS's own pool spinning
-beside Numba's made an MLP step's gemms 150x slower on this loaded machine, and a big
-launch's gemm tiles already run on Numba's threads: docs/perf-log.md).
+How many of Numba's threads a launch gets is measured, per launch signature (kernel, mode,
+sizes): waking Numba's pool costs about as much as a small kernel's work, and whether the
+second thread pays depends on the kernel's blocks and work, not on its arrays' size.
+Launches whose largest array is under FLOOR elements run on one thread; the first
+2 * TRIALS launches of any other signature alternate one thread and the full pool, timed,
+and later ones keep the faster (the pool only if under MARGIN of one thread's time).
+`set_grain` pins a kernel to the pool from a size on. Results do not depend on the thread
+count (each block's work is fixed), so the choice changes no bit. With `MEASURE = False`
+the old rule holds: the pool from GRAIN elements on. In fast mode every launch's BLAS
+calls run on one thread (OpenBLAS's own pool spinning beside Numba's made an MLP step's
+gemms 150x slower on this loaded machine: docs/perf-log.md).
 """
 
 from __future__ import annotations
@@ -29,9 +33,17 @@ from tilepy.models.kernels import record as hooks
 # consults the environment each time.
 
 _PLANS: dict[int, tuple] = {}  # id(kernel) -> (kernel, [(param, dim) per size], compiled)
-GRAIN = 1 << 17
-# [threads Numba had at our first launch, threads set now, whether the last launch was big]
-_THREADS = [0, 0, None]
+GRAIN = 1 << 17  # with MEASURE off: launches with an array this large use the pool
+MEASURE = True  # choose each launch signature's thread count by timing it (docstring)
+FLOOR = 1 << 14  # launches whose largest array is smaller run on one thread, untimed
+TRIALS = 3  # timed launches at each thread count before a signature's choice
+MARGIN = 0.9  # the pool is chosen when its best time is under MARGIN x one thread's
+# [threads Numba had at our first launch, threads set now, whether the last launch was big,
+#  the setter of Numba's thread count for this thread]
+_THREADS = [0, 0, None, None]
+_CHOICES: dict[tuple, object] = {}  # (id(kernel), fast, *sizes) -> True, False or a _Trial
+_MEASURED: dict[tuple, tuple] = {}  # the same key -> best seconds (one thread, the pool)
+_clock = time.perf_counter
 _PROFILE: list = []  # the innermost profile() record, when one is active
 _FAST = {"fast": True}
 _GRAINS: dict[int, tuple] = {}  # id(kernel) -> (kernel, its grain): set_grain's overrides
@@ -118,13 +130,62 @@ def _resolve(kernel, arrays) -> tuple:
     fn, views, blas = compiled[fast]
     if views is not None:
         arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
-    grain = _GRAINS[id(kernel)][1] if _GRAINS and id(kernel) in _GRAINS else GRAIN
-    big = False
+    return fn, arrays, sizes, blas, _mode(kernel, fast, arrays, sizes)
+
+
+def _mode(kernel, fast: bool, arrays, sizes) -> object:
+    """Whether a JIT launch uses Numba's pool: True or False, or the _Trial measuring it."""
+    largest = 0
     for a in arrays:
-        if a.size >= grain:
-            big = True
-            break
-    return fn, arrays, sizes, blas, big
+        if a.size > largest:
+            largest = a.size
+    if _GRAINS and id(kernel) in _GRAINS:
+        return largest >= _GRAINS[id(kernel)][1]
+    if not MEASURE:
+        return largest >= GRAIN
+    if largest < FLOOR:
+        return False
+    if not _THREADS[0]:
+        _init_threads()
+    if _THREADS[0] < 2:
+        return False
+    key = (id(kernel), fast, *sizes)
+    choice = _CHOICES.get(key)
+    if choice is None:
+        choice = _CHOICES[key] = _Trial(key)
+    return choice
+
+
+class _Trial:
+    """A launch signature whose thread count is being measured: its first launch runs on
+    one thread untimed (first-touch costs), then launches alternate the pool and one
+    thread, each timed, until TRIALS of each; the signature then keeps the faster."""
+
+    __slots__ = ("key", "n", "best", "big")
+
+    def __init__(self, key: tuple):
+        self.key, self.n, self.best, self.big = key, -1, [float("inf")] * 2, None
+
+    def run(self, call, *args) -> None:
+        """call(*args) on the thread count chosen, or on the next trial's."""
+        if self.big is not None:  # decided after this trial was bound for replay
+            if self.big is not _THREADS[2]:
+                _threads(self.big)
+            call(*args)
+            return
+        self.n += 1
+        big = self.n % 2 == 1
+        if big is not _THREADS[2]:
+            _threads(big)
+        t0 = _clock()
+        call(*args)
+        dt = _clock() - t0
+        if self.n and dt < self.best[big]:
+            self.best[big] = dt
+        if self.n >= 2 * TRIALS:
+            self.big = self.best[True] < MARGIN * self.best[False]
+            _CHOICES[self.key] = self.big
+            _MEASURED[self.key] = tuple(self.best)
 
 
 def _launch(kernel, arrays) -> None:
@@ -134,7 +195,13 @@ def _launch(kernel, arrays) -> None:
         run(func, {p.name: a for p, a in zip(func.params, arrays)},
             {v.name: n for v, n in zip(func.sizes, sizes)})
         return
-    if big != _THREADS[2]:
+    if big.__class__ is _Trial:
+        if blas:
+            big.run(blas, fn, *arrays, *sizes)
+        else:
+            big.run(fn, *arrays, *sizes)
+        return
+    if big is not _THREADS[2]:
         _threads(big)
     if blas:  # BLAS on one thread: big launches have Numba's pool (docs/models.md)
         blas(fn, *arrays, *sizes)
@@ -144,13 +211,18 @@ def _launch(kernel, arrays) -> None:
 
 def bound(kernel, arrays) -> tuple:
     """(a no-argument callable that repeats this launch on these arrays under the current
-    backend, whether it is big: True/False on the JIT, None elsewhere) for replay."""
+    backend, whether it is big: True/False on the JIT, None elsewhere or while its thread
+    count is still measured: the callable then sets it) for replay."""
     fn, arrays, sizes, blas, big = _resolve(kernel, arrays)
     if fn is None:
         return functools.partial(_launch, kernel, tuple(arrays)), None
     if blas:
-        return functools.partial(blas, fn, *arrays, *sizes), big
-    return functools.partial(fn, *arrays, *sizes), big
+        call = functools.partial(blas, fn, *arrays, *sizes)
+    else:
+        call = functools.partial(fn, *arrays, *sizes)
+    if big.__class__ is _Trial:
+        return functools.partial(big.run, call), None
+    return call, big
 
 
 def replay(ops: list) -> None:
@@ -174,6 +246,8 @@ def replay_profiled(ops: list, names: list) -> None:
             entry = _PROFILE[-1][name]
             entry[0] += 1
             entry[1] += time.perf_counter() - t0
+
+
 def set_grain(kernel, elements: int) -> None:
     """Launches of `kernel` use all of Numba's threads from `elements` (its largest
     array's size) on, instead of GRAIN: for kernels with much work per element."""
@@ -192,14 +266,24 @@ def _compile(kernel, fast: bool) -> tuple:
     return ck.fn, views, call_one_thread if fast and "_gemm_acc" in ck.source else None
 
 
+def _init_threads() -> None:
+    """Note Numba's thread count (the pool's size for big launches) and the cheapest
+    setter of it: the threading layer's own (0.6-0.8 us a call against 3-4 us through
+    numba.set_num_threads, which checks its argument each time), when Numba has it."""
+    import numba
+    from numba.np.ufunc import parallel
+
+    _THREADS[0] = _THREADS[1] = numba.get_num_threads()  # starts the threading layer
+    setter = getattr(parallel, "_set_num_threads", None)
+    _THREADS[3] = setter if callable(setter) else numba.set_num_threads
+
+
 def _threads(big: bool) -> None:
     """One thread for a small launch, Numba's full pool for a big one (set only on change)."""
-    import numba
-
     if not _THREADS[0]:
-        _THREADS[0] = _THREADS[1] = numba.get_num_threads()
+        _init_threads()
     _THREADS[2] = big
     want = _THREADS[0] if big else 1
     if want != _THREADS[1]:
-        numba.set_num_threads(want)
+        _THREADS[3](want)
         _THREADS[1] = want
