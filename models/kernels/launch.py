@@ -8,8 +8,10 @@ sizes): waking Numba's pool costs about as much as a small kernel's work, and wh
 second thread pays depends on the kernel's blocks and work, not on its arrays' size.
 Launches whose largest array is under FLOOR elements run on one thread; the first
 2 * TRIALS launches of any other signature alternate one thread and the full pool, timed,
-and later ones keep the faster (the pool only if under MARGIN of one thread's time).
-`set_grain` pins a kernel to the pool from a size on. Results do not depend on the thread
+and later ones keep the faster (the pool only if under MARGIN of one thread's time and
+MIN_GAIN faster). A fast-mode launch that is one whole BLAS call stays on one thread (its
+BLAS is pinned to one thread: the pool would idle). `set_grain` pins a kernel to the pool
+from a size on. Results do not depend on the thread
 count (each block's work is fixed), so the choice changes no bit. With `MEASURE = False`
 the old rule holds: the pool from GRAIN elements on. In fast mode every launch's BLAS
 calls run on one thread (OpenBLAS's own pool spinning beside Numba's made an MLP step's
@@ -36,8 +38,9 @@ _PLANS: dict[int, tuple] = {}  # id(kernel) -> (kernel, [(param, dim) per size],
 GRAIN = 1 << 17  # with MEASURE off: launches with an array this large use the pool
 MEASURE = True  # choose each launch signature's thread count by timing it (docstring)
 FLOOR = 1 << 14  # launches whose largest array is smaller run on one thread, untimed
-TRIALS = 3  # timed launches at each thread count before a signature's choice
+TRIALS = 4  # timed launches at each thread count before a signature's choice
 MARGIN = 0.9  # the pool is chosen when its best time is under MARGIN x one thread's
+MIN_GAIN = 5e-6  # and saves at least this many seconds a launch
 # [threads Numba had at our first launch, threads set now, whether the last launch was big,
 #  the setter of Numba's thread count for this thread]
 _THREADS = [0, 0, None, None]
@@ -127,9 +130,11 @@ def _resolve(kernel, arrays) -> tuple:
     fast = bool(options)
     if compiled[fast] is None:
         compiled[fast] = _compile(kernel, fast)
-    fn, views, blas = compiled[fast]
+    fn, views, blas, whole = compiled[fast]
     if views is not None:
         arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
+    if whole and MEASURE:  # one BLAS call on one thread: Numba's pool has nothing to do
+        return fn, arrays, sizes, blas, False
     return fn, arrays, sizes, blas, _mode(kernel, fast, arrays, sizes)
 
 
@@ -183,7 +188,8 @@ class _Trial:
         if self.n and dt < self.best[big]:
             self.best[big] = dt
         if self.n >= 2 * TRIALS:
-            self.big = self.best[True] < MARGIN * self.best[False]
+            one, pool = self.best[False], self.best[True]
+            self.big = pool < MARGIN * one and one - pool >= MIN_GAIN
             _CHOICES[self.key] = self.big
             _MEASURED[self.key] = tuple(self.best)
 
@@ -256,14 +262,15 @@ def set_grain(kernel, elements: int) -> None:
 
 def _compile(kernel, fast: bool) -> tuple:
     """(compiled function, storage views or None, blas.call_one_thread for a fast kernel
-    that calls BLAS, else None)."""
+    that calls BLAS, else None, whether that BLAS call is the whole launch)."""
     from tilepy.jit import compile as jit_compile  # loads lazily (DESIGN.md)
     from tilepy.jit.blas import call_one_thread
 
     ck = jit_compile(kernel.func, fast=fast)
     # narrow floats (bf16, fp8) enter Numba as views of their storage integers
     views = ck.views if any(v is not None for v in ck.views) else None
-    return ck.fn, views, call_one_thread if fast and "_gemm_acc" in ck.source else None
+    blas = fast and "_gemm_acc" in ck.source
+    return ck.fn, views, call_one_thread if blas else None, blas and not ck.blas_in_blocks
 
 
 def _init_threads() -> None:

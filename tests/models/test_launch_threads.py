@@ -103,3 +103,18 @@ def test_set_grain_pins_a_kernel_to_the_pool_without_trials(policy, monkeypatch)
         L.launch(k, *args)
     assert args[3].tobytes() == want.tobytes()
     assert policy == [2] and L._CHOICES == {}
+
+
+@pytest.mark.exhaustive
+def test_a_fast_launch_that_is_one_blas_call_stays_on_one_thread_untimed(policy, monkeypatch):
+    """Fast mode's whole-launch gemm is one BLAS call on one thread: Numba's pool has
+    nothing to share, so it is neither measured nor switched to (exhaustive: a fast
+    compile)."""
+    monkeypatch.setattr(L, "_clock", lambda: pytest.fail("a whole-BLAS launch was timed"))
+    rng = np.random.default_rng(4)
+    a, b = (rng.standard_normal((160, 160)).astype(np.float32) for _ in range(2))
+    with tilepy.backend("jit", fast=True):
+        for _ in range(3):
+            got = kops.matmul(a, b)
+    assert np.allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+    assert L._CHOICES == {} and policy == []
