@@ -1,7 +1,8 @@
 """Launch thread policy A/B: a training step (bench/train_bench.py's rows, batch 64, SGD)
 under models/kernels/launch.py's measured choice of threads per launch signature against
 the array-size rule (`MEASURE = False`: Numba's pool from GRAIN elements on), eager and
-captured, each variant its own model, alternating rounds in one process. Prints wall ms per
+captured, each variant its own model, alternating rounds in one process (the order
+rotating). Prints wall ms per
 step (min over rounds of each round's mean), CPU ms, and what each signature chose. Not a
 test.
 
@@ -66,8 +67,10 @@ def main() -> int:
             L.MEASURE = policy == "measure"
             for _ in range(15):
                 step(x, y)
-        for _ in range(args.rounds):
-            for k, (step, x, y) in runs.items():
+        keys = list(runs)
+        for r in range(args.rounds):  # the order rotates: no variant always follows another
+            for k in keys[r % 4:] + keys[:r % 4]:
+                step, x, y = runs[k]
                 L.MEASURE = k[0] == "measure"
                 t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(args.steps):

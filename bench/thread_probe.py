@@ -140,7 +140,7 @@ def micro(full: int, rounds: int) -> None:
                 t0 = time.perf_counter()
                 empty(a)
                 worst = max(worst, time.perf_counter() - t0)
-            k = f"empty prange after 2 ms idle, {t} thread(s) (median-ish)"
+            k = f"empty prange after 2 ms idle, {t} thread(s), worst of 20"
             best[k] = min(best.get(k, 1), worst)
     numba.set_num_threads(full)
     for k, v in best.items():
@@ -173,8 +173,10 @@ def main() -> int:
                "now": [full if op[2] else 1 for op in ops]}
         times = {k: [[] for _ in graph.ops] for k in pol}
         step = dict.fromkeys(pol, float("inf"))
-        for _ in range(args.rounds):
-            for k, want in pol.items():
+        names = list(pol)
+        for r in range(args.rounds):  # the order rotates: no policy always follows another
+            for k in names[r % 3:] + names[:r % 3]:
+                want = pol[k]
                 t = sum(run_policy(graph, want, times[k]) for _ in range(args.steps))
                 step[k] = min(step[k], t / args.steps)
     print(f"threading layer {numba.threading_layer()}")
