@@ -2,9 +2,8 @@
 under models/kernels/launch.py's measured choice of threads per launch signature against
 the array-size rule (`MEASURE = False`: Numba's pool from GRAIN elements on), eager and
 captured, each variant its own model, alternating rounds in one process (the order
-rotating). Prints wall ms per
-step (min over rounds of each round's mean), CPU ms, and what each signature chose. Not a
-test.
+rotating). Prints wall ms per step (min over rounds of each round's mean), CPU ms, and what
+each signature chose. Not a test.
 
     .venv/bin/python bench/launch_ab.py --model lenet [--fast] [--rounds 15] [--steps 20]
 
