@@ -43,12 +43,12 @@ def variants(kind: str) -> dict:
 
 def choices() -> None:
     """Each measured signature's choice and its best times (us) at one thread / the pool."""
-    for key, v in L._CHOICES.items():
+    for key, trial in L._CHOICES.items():
         name = L._PLANS[key[0]][0].func.name
-        one, pool = (t * 1e6 for t in L._MEASURED.get(key, (0.0, 0.0)))
-        what = "measuring" if isinstance(v, L._Trial) else "pool" if v else "one thread"
+        one, pool = (t * 1e6 for t in trial.best)
         print(f"  {name:18s} {'fast' if key[1] else 'exact'} sizes {list(key[2:])}: "
-              f"{what} ({one:.1f} / {pool:.1f} us)")
+              f"{'pool' if trial.big else 'one thread'} ({one:.1f} / {pool:.1f} us, "
+              f"{trial.n + 1} launches)")
 
 
 def main() -> int:

@@ -6,16 +6,16 @@ backend through `tilepy.backend.run`, with everything the backend checks.
 How many of Numba's threads a launch gets is measured, per launch signature (kernel, mode,
 sizes): waking Numba's pool costs about as much as a small kernel's work, and whether the
 second thread pays depends on the kernel's blocks and work, not on its arrays' size.
-Launches whose largest array is under FLOOR elements run on one thread; the first
+Launches whose largest array is under FLOOR elements run on one thread. The first
 2 * TRIALS launches of any other signature alternate one thread and the full pool, timed,
 and later ones keep the faster (the pool only if under MARGIN of one thread's time and
-MIN_GAIN faster). A fast-mode launch that is one whole BLAS call stays on one thread (its
-BLAS is pinned to one thread: the pool would idle). `set_grain` pins a kernel to the pool
-from a size on. Results do not depend on the thread
-count (each block's work is fixed), so the choice changes no bit. With `MEASURE = False`
-the old rule holds: the pool from GRAIN elements on. In fast mode every launch's BLAS
-calls run on one thread (OpenBLAS's own pool spinning beside Numba's made an MLP step's
-gemms 150x slower on this loaded machine: docs/perf-log.md).
+MIN_GAIN faster), timing both again at geometrically spaced launches. A fast-mode launch
+that is one whole BLAS call stays on one thread (its BLAS is pinned to one thread: the pool
+would idle). `set_grain` pins a kernel to the pool from a size on. Results do not depend
+on the thread count (each block's work is fixed), so the choice changes no bit. With
+`MEASURE = False` the old rule holds: the pool from GRAIN elements on. In fast mode every
+launch's BLAS calls run on one thread (OpenBLAS's own pool spinning beside Numba's made an
+MLP step's gemms 150x slower on this loaded machine: docs/perf-log.md).
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ MIN_GAIN = 5e-6  # and saves at least this many seconds a launch
 # [threads Numba had at our first launch, threads set now, whether the last launch was big,
 #  the setter of Numba's thread count for this thread]
 _THREADS = [0, 0, None, None]
-_CHOICES: dict[tuple, object] = {}  # (id(kernel), fast, *sizes) -> True, False or a _Trial
-_MEASURED: dict[tuple, tuple] = {}  # the same key -> best seconds (one thread, the pool)
+_CHOICES: dict[tuple, object] = {}  # (id(kernel), fast, *sizes) -> its _Trial
 _clock = time.perf_counter
 _PROFILE: list = []  # the innermost profile() record, when one is active
 _FAST = {"fast": True}
@@ -139,7 +138,7 @@ def _resolve(kernel, arrays) -> tuple:
 
 
 def _mode(kernel, fast: bool, arrays, sizes) -> object:
-    """Whether a JIT launch uses Numba's pool: True or False, or the _Trial measuring it."""
+    """Whether a JIT launch uses Numba's pool: True or False, or the _Trial that decides."""
     largest = 0
     for a in arrays:
         if a.size > largest:
@@ -157,41 +156,42 @@ def _mode(kernel, fast: bool, arrays, sizes) -> object:
     key = (id(kernel), fast, *sizes)
     choice = _CHOICES.get(key)
     if choice is None:
-        choice = _CHOICES[key] = _Trial(key)
+        choice = _CHOICES[key] = _Trial()
     return choice
 
 
 class _Trial:
-    """A launch signature whose thread count is being measured: its first launch runs on
-    one thread untimed (first-touch costs), then launches alternate the pool and one
-    thread, each timed, until TRIALS of each; the signature then keeps the faster."""
+    """A measured launch signature. Its first launch runs on one thread untimed (first-touch
+    costs); the next 2 * TRIALS alternate the pool and one thread, timed; then it runs on
+    the faster, timing one launch on each count again after about twice as many launches
+    as before (the load of a shared machine comes and goes: the best time of each count
+    seen so far decides)."""
 
-    __slots__ = ("key", "n", "best", "big")
+    __slots__ = ("n", "best", "big", "next")
 
-    def __init__(self, key: tuple):
-        self.key, self.n, self.best, self.big = key, -1, [float("inf")] * 2, None
+    def __init__(self):
+        self.n, self.best, self.big, self.next = -1, [float("inf")] * 2, False, 0
 
     def run(self, call, *args) -> None:
-        """call(*args) on the thread count chosen, or on the next trial's."""
-        if self.big is not None:  # decided after this trial was bound for replay
+        """call(*args) on the thread count chosen, or on the next timed launch's."""
+        n = self.n = self.n + 1
+        if 2 * TRIALS < n < self.next:  # between checks: the choice
             if self.big is not _THREADS[2]:
                 _threads(self.big)
             call(*args)
             return
-        self.n += 1
-        big = self.n % 2 == 1
+        big = n % 2 == 1
         if big is not _THREADS[2]:
             _threads(big)
         t0 = _clock()
         call(*args)
         dt = _clock() - t0
-        if self.n and dt < self.best[big]:
+        if n and dt < self.best[big]:
             self.best[big] = dt
-        if self.n >= 2 * TRIALS:
-            one, pool = self.best[False], self.best[True]
+        if not big and n >= 2 * TRIALS:  # the trials' or a check's last launch
+            one, pool = self.best
             self.big = pool < MARGIN * one and one - pool >= MIN_GAIN
-            _CHOICES[self.key] = self.big
-            _MEASURED[self.key] = tuple(self.best)
+            self.next = 2 * n + 1
 
 
 def _launch(kernel, arrays) -> None:
@@ -217,8 +217,8 @@ def _launch(kernel, arrays) -> None:
 
 def bound(kernel, arrays) -> tuple:
     """(a no-argument callable that repeats this launch on these arrays under the current
-    backend, whether it is big: True/False on the JIT, None elsewhere or while its thread
-    count is still measured: the callable then sets it) for replay."""
+    backend, whether it is big: True/False on the JIT, None elsewhere or for a measured
+    launch: the callable then sets its thread count) for replay."""
     fn, arrays, sizes, blas, big = _resolve(kernel, arrays)
     if fn is None:
         return functools.partial(_launch, kernel, tuple(arrays)), None

@@ -38,7 +38,6 @@ def policy(monkeypatch):
     sets: list[int] = []
     monkeypatch.setattr(L, "_THREADS", [2, 1, None, sets.append])
     monkeypatch.setattr(L, "_CHOICES", {})
-    monkeypatch.setattr(L, "_MEASURED", {})
     monkeypatch.setattr(L, "MEASURE", True)
     return sets
 
@@ -59,12 +58,33 @@ def test_a_signature_keeps_the_thread_count_its_timed_trials_found_faster(
             args[3][:] = np.nan
             L.launch(k, *args)
             assert args[3].tobytes() == want.tobytes(), i  # the same bits on either count
-    (key,) = L._CHOICES
-    assert L._CHOICES[key] is chosen
-    assert L._MEASURED[key] == (1.0, pool)
+    (trial,) = L._CHOICES.values()
+    assert trial.big is chosen and trial.best == [1.0, pool]
     # untimed first launch on one thread, then pool / one alternating, then the choice
     assert policy[:2 * L.TRIALS] == [2, 1] * L.TRIALS
     assert policy[2 * L.TRIALS:] == ([2] if chosen else [])
+
+
+def test_a_signature_times_both_counts_again_later_and_may_change_its_choice(
+        policy, monkeypatch):
+    clock = Clock(0.95)  # the pool no faster at first (a busy machine)
+    monkeypatch.setattr(L, "_clock", clock)
+    k, args, want = _add(N, np.random.default_rng(5))
+    with tilepy.backend("jit"):
+        for _ in range(2 * L.TRIALS + 1):
+            L.launch(k, *args)
+        (trial,) = L._CHOICES.values()
+        assert trial.big is False and trial.next == 4 * L.TRIALS + 1
+        clock.pool = 0.5  # the machine quietens
+        reads = clock.reads
+        for _ in range(trial.next - trial.n - 1):
+            L.launch(k, *args)
+        assert clock.reads == reads and trial.big is False  # untimed between checks
+        L.launch(k, *args)
+        L.launch(k, *args)
+    assert args[3].tobytes() == want.tobytes()
+    assert trial.best == [1.0, 0.5] and trial.big is True
+    assert trial.next == 2 * (4 * L.TRIALS + 2) + 1
 
 
 def test_small_launches_stay_on_one_thread_untimed(policy, monkeypatch):
@@ -82,16 +102,14 @@ def test_a_replayed_launch_finishes_its_trials_then_runs_on_the_choice(policy, m
     k, args, want = _add(N, np.random.default_rng(2))
     with tilepy.backend("jit"):
         call, big = L.bound(k, args)
-    assert big is None  # the bound call sets its own thread count while measuring
+    assert big is None  # the bound call sets its own thread count
     ops = [(call, big)]
     for _ in range(2 * L.TRIALS + 2):
         args[3][:] = 0
         L.replay(ops)
         assert args[3].tobytes() == want.tobytes()
-    assert list(L._CHOICES.values()) == [True]
+    assert [t.big for t in L._CHOICES.values()] == [True]
     assert policy == [2, 1] * L.TRIALS + [2]
-    with tilepy.backend("jit"):  # bound again after the choice: a plain launch
-        assert L.bound(k, args)[1] is True
 
 
 def test_set_grain_pins_a_kernel_to_the_pool_without_trials(policy, monkeypatch):
