@@ -45,6 +45,9 @@ def choices() -> None:
     """Each measured signature's choice and its best times (us) at one thread / the pool."""
     for key, trial in L._CHOICES.items():
         name = L._PLANS[key[0]][0].func.name
+        if not isinstance(trial, L._Trial):
+            print(f"  {name:18s} sizes {list(key[2:])}: one thread (one block, unmeasured)")
+            continue
         one, pool = (t * 1e6 for t in trial.best)
         print(f"  {name:18s} {'fast' if key[1] else 'exact'} sizes {list(key[2:])}: "
               f"{'pool' if trial.big else 'one thread'} ({one:.1f} / {pool:.1f} us, "

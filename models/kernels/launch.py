@@ -6,22 +6,23 @@ backend through `tilepy.backend.run`, with everything the backend checks.
 How many of Numba's threads a launch gets is measured, per launch signature (kernel, mode,
 sizes): waking Numba's pool costs about as much as a small kernel's work, and whether the
 second thread pays depends on the kernel's blocks and work, not on its arrays' size.
-Launches whose largest array is under FLOOR elements run on one thread. The first
-2 * TRIALS launches of any other signature alternate one thread and the full pool, timed,
-and later ones keep the faster (the pool only if under MARGIN of one thread's time and
-MIN_GAIN faster), timing both again at geometrically spaced launches. A fast-mode launch
+Launches whose largest array is under FLOOR elements, or with one block, run on one thread.
+The first 2 * TRIALS launches of any other signature alternate one thread and the full pool,
+timed, and later ones keep the faster (the pool only if under MARGIN of one thread's time
+and MIN_GAIN faster), timing both again at geometrically spaced launches. A fast-mode launch
 that is one whole BLAS call stays on one thread (its BLAS is pinned to one thread: the pool
-would idle). `set_grain` pins a kernel to the pool from a size on. Results do not depend
-on the thread count (each block's work is fixed), so the choice changes no bit. With
-`MEASURE = False` the old rule holds: the pool from GRAIN elements on. In fast mode every
-launch's BLAS calls run on one thread (OpenBLAS's own pool spinning beside Numba's made an
-MLP step's gemms 150x slower on this loaded machine: docs/perf-log.md).
+would idle). `set_grain` pins a kernel to the pool from a size on. Results do not depend on
+the thread count (each block's work is fixed), so the choice changes no bit. With `MEASURE =
+False` the old rule holds: the pool from GRAIN elements on. In fast mode every launch's BLAS
+calls run on one thread (OpenBLAS's own pool spinning beside Numba's made an MLP step's
+gemms 150x slower on this loaded machine: docs/perf-log.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import time
 from collections import defaultdict
 
@@ -44,7 +45,7 @@ MIN_GAIN = 5e-6  # and saves at least this many seconds a launch
 # [threads Numba had at our first launch, threads set now, whether the last launch was big,
 #  the setter of Numba's thread count for this thread]
 _THREADS = [0, 0, None, None]
-_CHOICES: dict[tuple, object] = {}  # (id(kernel), fast, *sizes) -> its _Trial
+_CHOICES: dict[tuple, object] = {}  # (id(kernel), fast, *sizes) -> its _Trial, or False
 _clock = time.perf_counter
 _PROFILE: list = []  # the innermost profile() record, when one is active
 _FAST = {"fast": True}
@@ -156,8 +157,24 @@ def _mode(kernel, fast: bool, arrays, sizes) -> object:
     key = (id(kernel), fast, *sizes)
     choice = _CHOICES.get(key)
     if choice is None:
-        choice = _CHOICES[key] = _Trial()
+        # a grid of one block has nothing to share: one thread, untimed
+        choice = _CHOICES[key] = _Trial() if _blocks(kernel.func, sizes) != 1 else False
     return choice
+
+
+def _blocks(func, sizes) -> int | None:
+    """The number of blocks of `func`'s outermost launch at these sizes (None: unknown)."""
+    from tilepy.ir.analysis import evaluate
+    from tilepy.ir.stmt import Launch
+
+    env = {v.name: n for v, n in zip(func.sizes, sizes)}
+    for st in func.body:
+        if isinstance(st, Launch):
+            try:
+                return math.prod(int(evaluate(g, env)) for g in st.grid)
+            except Exception:  # an extent this evaluation cannot know: measure instead
+                return None
+    return None
 
 
 class _Trial:

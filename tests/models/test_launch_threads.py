@@ -136,3 +136,15 @@ def test_a_fast_launch_that_is_one_blas_call_stays_on_one_thread_untimed(policy,
             got = kops.matmul(a, b)
     assert np.allclose(got, a @ b, rtol=1e-4, atol=1e-4)
     assert L._CHOICES == {} and policy == []
+
+
+def test_a_one_block_launch_stays_on_one_thread_unmeasured(policy):
+    """The grid is read from the IR at the launch's sizes (no compile needed here)."""
+    f32 = np.dtype(np.float32)
+    one = kops.kernel(E.binary, block=1 << 15, dtype=f32)  # one block covers N
+    many = kops.kernel(E.binary, dtype=f32)
+    _, arrays, _ = _add(N, np.random.default_rng(6))
+    assert L._blocks(one.func, [N]) == 1 and L._blocks(many.func, [N]) == -(-N // 1024)
+    assert L._mode(one, False, arrays, [N]) is False
+    assert isinstance(L._mode(many, False, arrays, [N]), L._Trial)
+    assert list(L._CHOICES.values())[0] is False
