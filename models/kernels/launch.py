@@ -292,8 +292,8 @@ def _compile(kernel, fast: bool) -> tuple:
 
 def _init_threads() -> None:
     """Note Numba's thread count (the pool's size for big launches) and the cheapest
-    setter of it: the threading layer's own (0.6-0.8 us a call against 3-4 us through
-    numba.set_num_threads, which checks its argument each time), when Numba has it."""
+    setter of it: the threading layer's own, when Numba has it (numba.set_num_threads
+    checks its argument on every call: docs/models.md "LeNet at two threads")."""
     import numba
     from numba.np.ufunc import parallel
 
