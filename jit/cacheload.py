@@ -4,13 +4,20 @@ Before any cache load Numba refreshes its typing and lowering registries, which 
 most of its builtin, array, random and typed-container libraries: about a third of a
 fresh process's cached load, though machine code needs only the runtime (NRT) and the
 symbols its C helpers register. `load` sets those up and reads the entry with Numba's own
-cache object; anything else (no entry, a stale or unreadable one, a Numba whose internals
-differ) returns None and the caller takes Numba's ordinary path, which compiles after a
-full refresh. Numba refreshes before every compile, so skipping it here changes nothing
-for what is compiled later in the process.
+cache object. The runtime's own small LLVM library (NRT's atomic reference counts), which
+Numba compiles in every process, is kept as object code beside the kernels (`_nrt_cached`),
+as Numba keeps a kernel's. Anything else (no entry, a stale or unreadable one, a Numba
+whose internals differ) returns None and the caller takes Numba's ordinary path, which
+compiles after a full refresh. Numba refreshes before every compile, so skipping it here
+changes nothing for what is compiled later in the process.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import tempfile
 
 
 def load(pyfunc, sig, opts: dict):
@@ -30,7 +37,8 @@ def load(pyfunc, sig, opts: dict):
         return None
     with global_compiler_lock:
         try:
-            rtsys.initialize(ctx)  # what Numba's refresh does first: the runtime's symbols
+            with _nrt_cached():
+                rtsys.initialize(ctx)  # what Numba's refresh does first: the runtime
             with cache._guard_against_spurious_io_errors():
                 cres = cache._load_overload(sig, ctx)
             if cres is None or cres.objectmode:
@@ -42,3 +50,65 @@ def load(pyfunc, sig, opts: dict):
             return None
     disp.disable_compile()
     return disp
+
+
+@contextlib.contextmanager
+def _nrt_cached():
+    """While Numba's runtime starts: its LLVM library loaded from the cache folder where an
+    entry for this Numba, llvmlite and target exists, else compiled as Numba does and
+    written there. Anything unexpected compiles it as Numba does."""
+    try:
+        from numba.core.runtime import nrtdynmod
+    except ImportError:
+        yield
+        return
+    real = nrtdynmod.compile_nrt_functions
+
+    def compile_nrt_functions(ctx):
+        try:
+            return _nrt_library(ctx, nrtdynmod)
+        except Exception:  # noqa: BLE001 - Numba's own way
+            return real(ctx)
+
+    nrtdynmod.compile_nrt_functions = compile_nrt_functions
+    try:
+        yield
+    finally:
+        nrtdynmod.compile_nrt_functions = real
+
+
+def _nrt_library(ctx, nrtdynmod):
+    import llvmlite
+    import numba
+    from numba.core import config
+
+    from tilepy.jit.diskcache import cache_dir
+
+    codegen = ctx.codegen()
+    key = repr((numba.__version__, llvmlite.__version__, codegen.magic_tuple(), config.OPT,
+                config.NRT_STATS, config.DEBUG_NRT))
+    path = cache_dir() / "numba_nrt.pkl"
+    try:
+        with open(path, "rb") as fh:
+            stored, state = pickle.load(fh)
+        if stored == key:
+            return codegen.unserialize_library(state)
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError):
+        pass
+    ir_mod, library = nrtdynmod.create_nrt_module(ctx)  # compile_nrt_functions' steps,
+    library.enable_object_caching()  # keeping the object code
+    library.add_ir_module(ir_mod)
+    library.finalize()
+    _write(path, pickle.dumps((key, library.serialize_using_object_code())))
+    return library
+
+
+def _write(path, data: bytes) -> None:
+    """Atomically; a folder that cannot be written is left as it is."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass
