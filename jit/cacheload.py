@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import sys
 import tempfile
 
 
@@ -26,7 +27,6 @@ def load(pyfunc, sig, opts: dict):
     serve it."""
     try:
         import numba
-        import numba.cpython.hashing  # noqa: F401 - registers the hash secret's symbols
         from numba.core.compiler_lock import global_compiler_lock
         from numba.core.runtime import rtsys
     except ImportError:
@@ -35,11 +35,12 @@ def load(pyfunc, sig, opts: dict):
     cache, ctx = getattr(disp, "_cache", None), getattr(disp, "targetctx", None)
     if not all(hasattr(cache, a) for a in ("_load_overload", "_guard_against_spurious_io_errors")):
         return None
+    _hash_secret_when_used(cache)
     with global_compiler_lock:
         try:
             with _nrt_cached():
                 rtsys.initialize(ctx)  # what Numba's refresh does first: the runtime
-            with cache._guard_against_spurious_io_errors():
+            with cache._guard_against_spurious_io_errors(), _light_environments():
                 cres = cache._load_overload(sig, ctx)
             if cres is None or cres.objectmode:
                 return None
@@ -50,6 +51,55 @@ def load(pyfunc, sig, opts: dict):
             return None
     disp.disable_compile()
     return disp
+
+
+def _hash_secret_when_used(cache) -> None:
+    """Numba's hashing module registers the symbols of Python's hash secret, which only
+    code that hashes reads: it is imported before the entry is loaded when the entry's
+    object code names them (a byte search of the data file), else not (with its unicode
+    library it is a tenth of a fresh process's load)."""
+    cf = getattr(cache, "_cache_file", None)
+    real = getattr(cf, "_load_data", None)
+    if real is None or not hasattr(cf, "_data_path"):
+        import numba.cpython.hashing  # noqa: F401
+        return
+
+    def load_data(name):
+        with open(cf._data_path(name), "rb") as fh:
+            if b"_numba_hashsecret_" in fh.read():
+                import numba.cpython.hashing  # noqa: F401
+        return real(name)
+
+    cf._load_data = load_data
+
+
+@contextlib.contextmanager
+def _light_environments():
+    """While an entry is unpickled: the environment of a function whose module is not
+    imported yet and that holds no constants gets a globals dict of its own instead of the
+    module's, which would be imported for it (numba.np.arrayobj for np.empty, another
+    tenth of the load). Only object-mode code reads an environment's globals, and a cached
+    entry has none (`load` refuses object mode)."""
+    try:
+        from numba.core import environment as envs
+    except ImportError:
+        yield
+        return
+    real = envs._rebuild_env
+
+    def rebuild(modname, consts, env_name):
+        if modname in sys.modules or consts or envs.lookup_environment(env_name) is not None:
+            return real(modname, consts, env_name)
+        env = envs.Environment({"__name__": modname})
+        env.env_name = env_name
+        envs.Environment._memo[env_name] = env
+        return env
+
+    envs._rebuild_env = rebuild
+    try:
+        yield
+    finally:
+        envs._rebuild_env = real
 
 
 @contextlib.contextmanager
