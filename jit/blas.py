@@ -22,6 +22,14 @@ def py_gemm_acc(a, b, c, ta, tb, beta):
         c += x @ y
 
 
+def load_blas() -> None:
+    """Import the module whose BLAS `numba_xxgemm` calls (scipy's), if it is there."""
+    try:
+        import scipy.linalg.cython_blas  # noqa: F401
+    except ImportError:
+        pass
+
+
 @lru_cache(maxsize=None)
 def numba_gemm_acc():
     """The numba tier's form (built lazily: importing this module imports no numba)."""

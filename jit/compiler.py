@@ -134,26 +134,54 @@ def _build(func: PrimFunc, fast: bool, tier: str, disk: bool, fuse: bool,
             pyfunc.__globals__.update(namespace(tier))
         fn = pyfunc
     else:
-        import numba
-
-        g = pyfunc.__globals__
-        g.update(numba_namespace(low.codecs))
-        extra = {}
-        if fast:
-            from tilepy.jit.fast import namespace, options
-
-            g.update(namespace(tier))
-            extra = options()
-        for name in low.blocks:  # plain njit functions, typed at the launch's call
-            if not hasattr(g[name], "py_func"):
-                # not cached on their own: compiled into the kernel's library (linkonce.py)
-                g[name] = numba.njit(error_model="numpy", **extra)(g[name])
         cached = disk and diskcache.has_machine_code(path, low.entry)
         with compiling(func.name + (" [fast]" if fast else ""), cached):
-            fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast, cached=cached)
+            fn = _loaded(func, pyfunc, fast) if cached else None
+            if fn is None:
+                _numba_globals(pyfunc.__globals__, low, fast)
+                fn = _njit(func, low, pyfunc, cache=disk, path=path, fast=fast)
     views = tuple(_view_dtype(p) for p in func.params)
     return CompiledKernel(func, low.source, tier, fast, path, fn, low.args, views,
                           low.blas_in_blocks)
+
+
+def _numba_globals(g: dict, low: Lowered, fast: bool) -> None:
+    """The generated module's helpers and block functions, as Numba compiles them."""
+    import numba
+
+    g.update(numba_namespace(low.codecs))
+    extra = {}
+    if fast:
+        from tilepy.jit.fast import namespace, options
+
+        g.update(namespace("numba"))
+        extra = options()
+    for name in low.blocks:  # plain njit functions, typed at the launch's call
+        if not hasattr(g[name], "py_func"):
+            # not cached on their own: compiled into the kernel's library (linkonce.py)
+            g[name] = numba.njit(error_model="numpy", **extra)(g[name])
+
+
+def _loaded(func: PrimFunc, pyfunc, fast: bool):
+    """The kernel's machine code from the disk cache (jit/cacheload.py), or None. Loaded
+    code calls nothing through the module's globals, so the helpers are not built for it
+    (a third of a fresh process's load); a compile after a failed load builds them."""
+    from tilepy.jit.cacheload import load
+
+    if fast:  # what building the fast helpers did: BLAS's module loaded before a call
+        from tilepy.jit.blas import load_blas
+
+        load_blas()
+    return load(pyfunc, signature(func), _opts(fast, cache=True))
+
+
+def _opts(fast: bool, cache: bool) -> dict:
+    opts = dict(parallel=True, error_model="numpy", cache=cache)
+    if fast:
+        from tilepy.jit.fast import options
+
+        opts.update(options())
+    return opts
 
 
 def _refuse_breakpoints(func: PrimFunc) -> None:
@@ -185,36 +213,24 @@ def signature(func: PrimFunc):
     return types.none(*arrs, *([types.int64] * len(func.sizes)))
 
 
-def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str, fast: bool,
-          cached: bool = False):
+def _njit(func: PrimFunc, low: Lowered, pyfunc, cache: bool, path: str, fast: bool):
     """The kernel compiled now (the signature is explicit, so its block functions and
     helpers compile with it), with LLVM's SLP vectoriser as `low.slp` says; on after it,
-    for whatever Numba compiles next in the process, as before that choice existed.
-    `cached` (Numba's index exists): first try the light load of jit/cacheload.py."""
+    for whatever Numba compiles next in the process, as before that choice existed."""
     import numba
 
     numba.config.SLP_VECTORIZE = int(low.slp)  # gemm needs it, folds lose (Lowered.slp)
     try:
-        return _njit_once(func, pyfunc, cache, path, fast, cached, low.blocks)
+        return _njit_once(func, pyfunc, cache, path, fast, low.blocks)
     finally:
         numba.config.SLP_VECTORIZE = 1
 
 
 def _njit_once(func: PrimFunc, pyfunc, cache: bool, path: str, fast: bool,
-               cached: bool = False, blocks: tuple = ()):
+               blocks: tuple = ()):
     import numba
 
-    opts = dict(parallel=True, error_model="numpy", cache=cache)
-    if fast:
-        from tilepy.jit.fast import options
-
-        opts.update(options())
-    if cache and cached:
-        from tilepy.jit.cacheload import load
-
-        fn = load(pyfunc, signature(func), opts)
-        if fn is not None:
-            return fn
+    opts = _opts(fast, cache)
     configure()  # before Numba refreshes its registries: no scipy.linalg (numba_target.py)
     try:
         with linked_once(blocks):

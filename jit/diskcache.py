@@ -126,9 +126,21 @@ def load_module(name: str, k: str, source: str, entry: str):
 
 def has_machine_code(path: str, entry: str) -> bool:
     """Whether Numba's cache holds an index for the function `entry` of the module at
-    `path` (then compiling it loads machine code instead of compiling)."""
+    `path` (then compiling it loads machine code instead of compiling). Numba names the
+    index after the module, the function and the line of its `def`, so one file is looked
+    for, not the whole cache folder listed."""
     p = Path(path)
-    return any((p.parent / "__pycache__").glob(f"{p.stem}.{entry}-*.nbi"))
+    try:
+        text = p.read_text()
+    except OSError:
+        return False
+    head = f"def {entry}("
+    line = next((n for n, t in enumerate(text.splitlines(), 1) if t.startswith(head)), None)
+    if line is None:
+        return False
+    abi = getattr(sys, "abiflags", "")
+    name = f"{p.stem}.{entry}-{line}.py{sys.version_info[0]}{sys.version_info[1]}{abi}.nbi"
+    return (p.parent / "__pycache__" / name).is_file()
 
 
 def purge(path: str) -> bool:

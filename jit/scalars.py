@@ -289,6 +289,9 @@ class Emitter:
             return value
         if dt.is_int:
             return f"_wrap_uint4({value})"
+        # enc(rnd(x)) is enc(x): rnd is dec(enc(x)), and a code's decoded value encodes to
+        # that code. The second encode was most of a narrow kernel's output stores.
+        value = _call_arg(value, codec_name("rnd", c)) or value
         return f"{self.codec('enc', c)}({value})"
 
     def store(self, buf: Buffer, idx: list[str], value: str, guarded: bool = True) -> list[str]:
@@ -342,3 +345,15 @@ def _below_pair(c: Call):
     ok = not isinstance(b, Const) and a.dtype == b.dtype and a.dtype.kind == "int" \
         and a.dtype.bits in (32, 64)
     return (a, b) if ok else None
+
+
+def _call_arg(s: str, fn: str) -> str | None:
+    """The argument text of `s` when `s` is exactly one call `fn(...)`, else None."""
+    if not (s.startswith(fn + "(") and s.endswith(")")):
+        return None
+    depth = 0
+    for i in range(len(fn), len(s)):
+        depth += {"(": 1, ")": -1}.get(s[i], 0)
+        if depth == 0:
+            return s[len(fn) + 1:-1] if i == len(s) - 1 else None
+    return None

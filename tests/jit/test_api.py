@@ -128,12 +128,14 @@ _CHILD = textwrap.dedent("""
     k = jit.compile(axpy("axpy_disk"))
     dt = time.perf_counter() - t
     refreshed = "numba.np.arraymath" in sys.modules  # Numba's registries were loaded
+    from tilepy.jit import runtime
+    helpers = runtime._numba_helpers.cache_info().currsize > 0  # built for a compile only
     x = np.arange(40, dtype=np.float32); y = np.ones(40, dtype=np.float32)
     k({{"X": x, "Y": y}}, {{"N": 40}})
     assert (y == 2 * x + 1).all()
     import numba  # a compile after a light cache load finds every registry
     assert numba.njit(lambda a: np.cumsum(a)[-1])(x) == 780
-    print(sum(k.fn.stats.cache_hits.values()), round(dt, 3), refreshed)
+    print(sum(k.fn.stats.cache_hits.values()), round(dt, 3), refreshed, helpers)
 """)
 
 
@@ -148,9 +150,11 @@ def _child(cache: Path, note: bool | None = None) -> tuple[int, float]:
     assert out.returncode == 0, out.stderr[-2000:]
     if note is not None:  # a plain script shows the compile note on stderr, once
         assert out.stderr.count(NOTE) == (1 if note else 0), out.stderr
-    hits, secs, refreshed = out.stdout.split()
-    # a load from the disk cache skips Numba's registries (jit/cacheload.py)
+    hits, secs, refreshed, helpers = out.stdout.split()
+    # a load from the disk cache skips Numba's registries (jit/cacheload.py) and the
+    # generated module's helpers (loaded machine code does not call through them)
     assert refreshed == str(int(hits) == 0), out.stdout
+    assert helpers == str(int(hits) == 0), out.stdout
     return int(hits), float(secs)
 
 
@@ -160,7 +164,10 @@ def test_disk_cache_warm_load_and_corrupted_entries(tmp_path):
     hits, warm = _child(tmp_path, note=False)  # a disk-cache hit says nothing
     assert hits == 1  # the second process loaded machine code, compiled nothing
     assert warm < cold
-    for f in (tmp_path / "jit" / "__pycache__").glob("axpy_disk*.nb*"):
+    nrt = tmp_path / "jit" / "numba_nrt.pkl"  # Numba's runtime library, kept by that load
+    assert nrt.is_file()
+    assert _child(tmp_path)[0] == 1  # which the next load reads
+    for f in [nrt, *(tmp_path / "jit" / "__pycache__").glob("axpy_disk*.nb*")]:
         f.write_bytes(b"\x00garbage")  # corrupted index and data files
     hits, _ = _child(tmp_path)
     assert hits == 0  # rebuilt, not crashed

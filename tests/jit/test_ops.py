@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 
 import tilepy.jit as jit
 from tests.jit.oracle import assert_same_bits, both
-from tests.strategies import arrays, call
+from tests.strategies import arrays, c, call
 from tilepy.errors import TileTypeError
 from tilepy.ir.expr import Buffer, Call, Load, Var
 from tilepy.ir.ops import OPS, Compute, Op, called, result_dtype
-from tilepy.ir.stmt import Launch, PrimFunc, Store
+from tilepy.ir.stmt import For, ForKind, Launch, PrimFunc, Store
 from tilepy.ir.types import bool_, dtype
 from tilepy.precision.formats import FORMATS
 
@@ -247,3 +247,36 @@ def test_the_py_tiers_math_and_helpers_are_the_rows_functions(monkeypatch):
     ns = py_namespace(())
     assert ns["math"].log1p is np.log1p and ns["_log1p"] is np.log1p
     assert ns["math"].erf is OPS[Op.ERF].py and ns["_log"] is row.py
+
+
+def test_a_rounded_narrow_store_is_encoded_once():
+    """enc(rnd(x)) == enc(x) for every narrow float format (rnd is dec(enc(x)) and a
+    code's decoded value encodes to that code), so a store of a rounded value encodes
+    its operand once; the generated source says so, the bits are the interpreter's."""
+    from tilepy.precision import decode, encode
+
+    rng = np.random.default_rng(18)
+    bits = np.concatenate([rng.integers(0, 2**32, 1 << 16, dtype=np.uint64),
+                           np.arange(0, 2**32, 2**16 - 1, dtype=np.uint64)])
+    x = bits.astype(np.uint32).view(np.float32)  # NaN payloads, infinities, subnormals
+    x = np.concatenate([x, np.float32([0.0, -0.0, 1e-45, 448.0, 464.0, 57344.0, 6.0, 7.0])])
+    for name, f in FORMATS.items():
+        if f.kind != "float" or f.bits >= 32:
+            continue
+        with np.errstate(all="ignore"):
+            once = encode(x, name)
+            twice = encode(decode(once, name).astype(np.float32), name)
+        assert np.array_equal(once, twice), name
+    X, Y = Buffer("X", (Var("N"),), dtype("bfloat16")), Buffer("Y", (Var("N"),),
+                                                               dtype("bfloat16"))
+    i = Var("i")
+    total = Call(Op.ADD, (Load(X, (i,)), Load(X, (i,))), dtype("bfloat16"))
+    body = (For(i, c(0), Var("N"), c(1), ForKind.SERIAL, (Store(Y, (i,), total),)),)
+    f = PrimFunc("twice_bf16", (X, Y), (Var("N"),), (Launch((c(1),), (Var("b"),), (1,),
+                                                            body),))
+    src = jit.source(f)
+    assert "_enc_bfloat16(_rnd_bfloat16(" not in src and "_enc_bfloat16(" in src
+    codes = np.concatenate([np.arange(0, 2**16, 7), [0x7F80, 0xFF80, 0x7FC1, 0x7F7F]])
+    xs = codes.astype(np.uint16).view(FORMATS["bfloat16"].np_dtype)
+    want, got = both(f, {"X": xs, "Y": np.zeros_like(xs)}, {"N": xs.size}, tier="py")
+    assert_same_bits(want["Y"], got["Y"], "Y")
