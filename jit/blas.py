@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,7 +24,11 @@ def py_gemm_acc(a, b, c, ta, tb, beta):
 
 
 def load_blas() -> None:
-    """Import the module whose BLAS `numba_xxgemm` calls (scipy's), if it is there."""
+    """Import the module whose BLAS `numba_xxgemm` calls (scipy's), if it is there. Its
+    idle threads are to sleep at once instead of spinning about 0.1 s after each call,
+    where they would take a CPU from the Numba launch that follows: OPENBLAS_THREAD_TIMEOUT,
+    read when the library loads (a value the user set is kept)."""
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     try:
         import scipy.linalg.cython_blas  # noqa: F401
     except ImportError:
@@ -34,7 +39,7 @@ def load_blas() -> None:
 def numba_gemm_acc():
     """The numba tier's form (built lazily: importing this module imports no numba)."""
     import numba
-    import scipy.linalg.cython_blas  # noqa: F401  (numba_xxgemm finds sgemm/dgemm there)
+    load_blas()  # numba_xxgemm finds sgemm/dgemm there
     from llvmlite import ir
     from numba.core import cgutils, types
     from numba.extending import intrinsic
@@ -104,7 +109,7 @@ def _openblas():
     None when that BLAS is not a wheel's OpenBLAS (then nothing is changed)."""
     try:
         import scipy
-        import scipy.linalg.cython_blas  # noqa: F401  (loads the library)
+        load_blas()
     except ImportError:
         return None
     for lib in sorted((Path(scipy.__file__).parent.parent / "scipy.libs").glob("*openblas*")):
@@ -121,15 +126,15 @@ def _openblas():
     return None
 
 
-def _to_one_thread():
-    """Set BLAS to one thread; the count before (to restore), or None if nothing changed."""
+def _to_threads(n: int = 1):
+    """Set BLAS to `n` threads; the count before (to restore), or None if nothing changed."""
     h = _openblas()
     if h is None:
         return None
     before = h[0]()
-    if before == 1:
+    if before == n:
         return None
-    h[1](1)
+    h[1](n)
     return before
 
 
@@ -143,7 +148,7 @@ def one_thread():
     """BLAS calls inside a kernel's parallel block loop run single-threaded: each block
     is already on its own CPU, and two blocks each starting BLAS's pool of threads
     oversubscribe the machine (docs/perf-log.md). The count is restored after."""
-    before = _to_one_thread()
+    before = _to_threads(1)
     try:
         yield
     finally:
@@ -153,7 +158,17 @@ def one_thread():
 def call_one_thread(fn, *args):
     """fn(*args) inside one_thread(), without a context manager's cost per call (the
     models launch a fast kernel that calls BLAS this way, several times a step)."""
-    before = _to_one_thread()
+    before = _to_threads(1)
+    try:
+        return fn(*args)
+    finally:
+        _restore(before)
+
+
+def call_threads(n: int, fn, *args):
+    """fn(*args) with BLAS on `n` threads, restored after: for a kernel that is one BLAS
+    call from its entry (no block loop runs beside it, so BLAS's own pool has the CPUs)."""
+    before = _to_threads(n)
     try:
         return fn(*args)
     finally:

@@ -9,13 +9,16 @@ second thread pays depends on the kernel's blocks and work, not on its arrays' s
 Launches whose largest array is under FLOOR elements, or with one block, run on one thread.
 The first 2 * TRIALS launches of any other signature alternate one thread and the full pool,
 timed, and later ones keep the faster (the pool only if under MARGIN of one thread's time
-and MIN_GAIN faster), timing both again at geometrically spaced launches. A fast-mode launch
-that is one whole BLAS call stays on one thread (its BLAS is pinned to one thread: the pool
-would idle). `set_grain` pins a kernel to the pool from a size on. Results do not depend on
-the thread count (each block's work is fixed), so the choice changes no bit. With `MEASURE =
-False` the old rule holds: the pool from GRAIN elements on. In fast mode every launch's BLAS
-calls run on one thread (OpenBLAS's own pool spinning beside Numba's made an MLP step's
-gemms 150x slower on this loaded machine: docs/perf-log.md).
+and MIN_GAIN faster), timing both again at geometrically spaced launches. `set_grain` pins
+a kernel to the pool from a size on. With `MEASURE = False` the old rule holds: the pool
+from GRAIN elements on. Exact-mode results do not depend on the thread count (each block's
+work is fixed), so the choice changes no bit.
+
+In fast mode, a launch that is one whole BLAS call runs on one Numba thread and gives BLAS
+the pool's thread count where Numba's idle workers sleep (OMP_WAIT_POLICY=PASSIVE), else
+one thread. BLAS calls inside a launch's blocks always run on one thread (OpenBLAS's own
+pool spinning beside Numba's made an MLP step's gemms 150x slower on this loaded machine:
+docs/perf-log.md).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 import time
 from collections import defaultdict
 
@@ -133,7 +137,7 @@ def _resolve(kernel, arrays) -> tuple:
     fn, views, blas, whole = compiled[fast]
     if views is not None:
         arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
-    if whole and MEASURE:  # one BLAS call on one thread: Numba's pool has nothing to do
+    if whole and MEASURE:  # one BLAS call: Numba's pool has nothing to do
         return fn, arrays, sizes, blas, False
     return fn, arrays, sizes, blas, _mode(kernel, fast, arrays, sizes)
 
@@ -226,7 +230,7 @@ def _launch(kernel, arrays) -> None:
         return
     if big is not _THREADS[2]:
         _threads(big)
-    if blas:  # BLAS on one thread: big launches have Numba's pool (docs/models.md)
+    if blas:  # BLAS's threads as _compile chose (docstring)
         blas(fn, *arrays, *sizes)
     else:
         fn(*arrays, *sizes)
@@ -287,7 +291,26 @@ def _compile(kernel, fast: bool) -> tuple:
     # narrow floats (bf16, fp8) enter Numba as views of their storage integers
     views = ck.views if any(v is not None for v in ck.views) else None
     blas = fast and "_gemm_acc" in ck.source
-    return ck.fn, views, call_one_thread if blas else None, blas and not ck.blas_in_blocks
+    whole = blas and not ck.blas_in_blocks
+    call = (_blas_whole if whole and _idle_workers_sleep() else call_one_thread) if blas else None
+    return ck.fn, views, call, whole
+
+
+def _idle_workers_sleep() -> bool:
+    """Whether Numba's idle OpenMP workers sleep (OMP_WAIT_POLICY=PASSIVE, as the benches
+    set) rather than spin for milliseconds after each parallel launch, where they would
+    take the CPUs of BLAS's threads (docs/models.md, the transformer step's fifth pass)."""
+    return os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
+
+
+def _blas_whole(fn, *args) -> None:
+    """A launch that is one BLAS call: BLAS gets as many threads as Numba's pool (which
+    idles meanwhile; BLAS itself keeps small products on one thread)."""
+    from tilepy.jit.blas import call_threads
+
+    if not _THREADS[0]:
+        _init_threads()
+    call_threads(_THREADS[0], fn, *args)
 
 
 def _init_threads() -> None:

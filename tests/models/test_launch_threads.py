@@ -125,7 +125,7 @@ def test_set_grain_pins_a_kernel_to_the_pool_without_trials(policy, monkeypatch)
 
 @pytest.mark.exhaustive
 def test_a_fast_launch_that_is_one_blas_call_stays_on_one_thread_untimed(policy, monkeypatch):
-    """Fast mode's whole-launch gemm is one BLAS call on one thread: Numba's pool has
+    """Fast mode's whole-launch gemm is one BLAS call on one Numba thread: Numba's pool has
     nothing to share, so it is neither measured nor switched to (exhaustive: a fast
     compile)."""
     monkeypatch.setattr(L, "_clock", lambda: pytest.fail("a whole-BLAS launch was timed"))
