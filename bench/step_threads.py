@@ -26,7 +26,6 @@ import numpy as np  # noqa: E402
 import train_bench as B  # noqa: E402
 
 import tilepy  # noqa: E402
-from tilepy.models import capture, optim  # noqa: E402
 from tilepy.models.kernels import launch as L  # noqa: E402
 
 POLICIES = ("T1", "T2", "all2")
@@ -34,23 +33,7 @@ POLICIES = ("T1", "T2", "all2")
 
 def captured_ops(kind: str):
     """(the step's recorded [(callable, big)], launch names) after capture."""
-    from tilepy.models import nn
-
-    nn.manual_seed(0)
-    model = B.MAKERS[kind]()
-    opt = optim.SGD(model.parameters(), 0.01, momentum=0.9)
-    x, y = B._data(B.SHAPES[kind])
-
-    def body(x, y):
-        loss = nn.functional.cross_entropy(model(x), y)
-        model.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    step = capture(body)
-    for _ in range(5):
-        step(x, y)
-    graph = next(iter(step._graphs.values()))
+    graph = B.replayed_graph(kind)
     return graph.ops, graph.names
 
 

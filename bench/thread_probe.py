@@ -29,30 +29,15 @@ import train_bench as B  # noqa: E402
 import tilepy  # noqa: E402
 from tilepy.ir.analysis import count  # noqa: E402
 from tilepy.ir.stmt import Launch  # noqa: E402
-from tilepy.models import capture, nn, optim  # noqa: E402
+from tilepy.models import nn  # noqa: E402
 from tilepy.models.kernels import launch as L  # noqa: E402
 
 F = nn.functional
 
 
 def captured(kind: str):
-    """(the replay's graph, x, y) of a captured SGD step of row `kind`, replaying."""
-    nn.manual_seed(0)
-    model = B.MAKERS[kind]()
-    opt = optim.SGD(model.parameters(), 0.01, momentum=0.9)
-    x, y = B._data(B.SHAPES[kind])
-
-    def body(x, y):
-        loss = F.cross_entropy(model(x), y)
-        model.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    step = capture(body)
-    for _ in range(5):
-        step(x, y)
-    (graph,) = step._graphs.values()
-    return graph
+    """The replay's graph of a captured SGD step of row `kind`, replaying."""
+    return B.replayed_graph(kind)
 
 
 def unwrap(op) -> tuple:

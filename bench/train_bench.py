@@ -71,6 +71,27 @@ def _data(shape, batch=64, seed=0):
             rng.integers(0, 10, batch).astype(np.int32))
 
 
+def replayed_graph(kind: str):
+    """The recording of row `kind`'s SGD step (momentum 0.9, batch 64), captured and
+    replayed a few times: its `.ops` [(callable, big)] and `.names`, for the probes."""
+    nn.manual_seed(0)
+    model = MAKERS[kind]()
+    opt = optim.SGD(model.parameters(), 0.01, momentum=0.9)
+    x, y = _data(SHAPES[kind])
+
+    def body(x, y):
+        loss = F.cross_entropy(model(x), y)
+        model.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    step = capture(body)
+    for _ in range(5):
+        step(x, y)
+    (graph,) = step._graphs.values()
+    return graph
+
+
 def tilepy_runner(make, shape, adam=False, fast=False, captured=False):
     nn.manual_seed(0)
     model = make()
