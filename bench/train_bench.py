@@ -23,6 +23,7 @@ idle OpenMP pool must not spin), which in one process would govern torch's pool 
 policy suits torch depends on the load (spinning wins on a quiet machine and loses badly
 on a busy one), so by default two torch workers run, one with torch's default policy and
 one with PASSIVE (`--torch-policy default|passive` runs one); read torch's better row.
+`--tilepy-policy=default` leaves tilepy's process on libgomp's default policy instead.
 Not a test; PyTorch is optional.
 """
 
@@ -31,7 +32,8 @@ from __future__ import annotations
 import os
 import sys
 
-if "--torch-worker" not in sys.argv:
+# tilepy's own OpenMP policy must be set before Numba starts its pool: read it here
+if "--torch-worker" not in sys.argv and "--tilepy-policy=default" not in sys.argv:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle pools must not spin
 
 import argparse  # noqa: E402
@@ -292,6 +294,10 @@ def main() -> int:
     ap.add_argument("--torch-policy", choices=("both", "default", "passive"), default="both",
                     help="torch workers' OMP_WAIT_POLICY: one worker with torch's default "
                     "(spinning), one with PASSIVE, or both (the default: read the better)")
+    ap.add_argument("--tilepy-policy", choices=("passive", "default"), default="passive",
+                    help="tilepy's OMP_WAIT_POLICY (written --tilepy-policy=default): PASSIVE "
+                    "(idle Numba workers sleep; whole-BLAS launches then use BLAS's threads) "
+                    "or libgomp's default (workers spin a while: faster on a quiet machine)")
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="torch's threads, if not --threads (torch's two-thread convolution "
                     "backward is far slower than its one-thread one on a busy machine)")
@@ -307,7 +313,8 @@ def main() -> int:
 
     numba.set_num_threads(args.threads)
     print(f"threads: {args.threads} (torch {args.torch_threads or args.threads}); load "
-          f"average {os.getloadavg()[0]:.2f}; tilepy {'fast' if args.fast else 'exact'} mode")
+          f"average {os.getloadavg()[0]:.2f}; tilepy {'fast' if args.fast else 'exact'} mode, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset (default)')}")
     for kind in args.models.split(","):
         if kind not in SHAPES:
             ap.error(f"unknown row {kind!r}; expected mlp, lenet or transformer")
