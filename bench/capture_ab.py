@@ -21,26 +21,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_bench as B  # noqa: E402
 
 import tilepy  # noqa: E402
-from tilepy.models import capture, nn, optim  # noqa: E402
-
-F = nn.functional
+from tilepy.models import capture  # noqa: E402
 
 
 def make(kind: str, adam: bool):
     """(step(x, y), x, y) for a fresh model of row `kind`."""
-    nn.manual_seed(0)
-    model = B.MAKERS[kind]()
-    opt = (optim.Adam(model.parameters(), 1e-3) if adam
-           else optim.SGD(model.parameters(), 0.01, momentum=0.9))
-    x, y = B._data(B.SHAPES[kind])
-
-    def step(x, y):
-        loss = F.cross_entropy(model(x), y)
-        model.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    return step, x, y
+    return B.train_step(B.MAKERS[kind], B.SHAPES[kind], adam)
 
 
 def main() -> int:

@@ -73,13 +73,13 @@ def _data(shape, batch=64, seed=0):
             rng.integers(0, 10, batch).astype(np.int32))
 
 
-def replayed_graph(kind: str):
-    """The recording of row `kind`'s SGD step (momentum 0.9, batch 64), captured and
-    replayed a few times: its `.ops` [(callable, big)] and `.names`, for the probes."""
+def train_step(make, shape, adam=False):
+    """(step(x, y), x, y): a fresh model from `make` (seed 0) and its SGD (momentum 0.9) or
+    Adam step on a batch of 64 inputs of `shape`."""
     nn.manual_seed(0)
-    model = MAKERS[kind]()
-    opt = optim.SGD(model.parameters(), 0.01, momentum=0.9)
-    x, y = _data(SHAPES[kind])
+    model = make()
+    opt = (optim.Adam(model.parameters(), 1e-3) if adam
+           else optim.SGD(model.parameters(), 0.01, momentum=0.9))
 
     def body(x, y):
         loss = F.cross_entropy(model(x), y)
@@ -87,6 +87,13 @@ def replayed_graph(kind: str):
         loss.backward()
         opt.step()
         return loss
+    return (body, *_data(shape))
+
+
+def replayed_graph(kind: str):
+    """The recording of row `kind`'s SGD step, captured and replayed a few times: its
+    `.ops` [(callable, big)] and `.names`, for the probes."""
+    body, x, y = train_step(MAKERS[kind], SHAPES[kind])
     step = capture(body)
     for _ in range(5):
         step(x, y)
@@ -95,18 +102,7 @@ def replayed_graph(kind: str):
 
 
 def tilepy_runner(make, shape, adam=False, fast=False, captured=False):
-    nn.manual_seed(0)
-    model = make()
-    opt = (optim.Adam(model.parameters(), 1e-3) if adam
-           else optim.SGD(model.parameters(), 0.01, momentum=0.9))
-    x, y = _data(shape)
-
-    def body(x, y):
-        loss = F.cross_entropy(model(x), y)
-        model.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+    body, x, y = train_step(make, shape, adam)
     run = capture(body) if captured else body
 
     def step():
