@@ -34,6 +34,18 @@ def _div(e, d, inv):
     return q + T.if_then_else((q + 1) * d <= e, 1, 0)
 
 
+@T.macro
+def _take(kind, v, best, arg, i, pos):
+    """One window position's value v at position `pos` into element i: max keeps the first
+    maximum and its position (strictly greater replaces), avg adds."""
+    if kind == "max":
+        take = v > best[i]
+        arg[i] = T.if_then_else(take, pos, arg[i])
+        best[i] = T.if_then_else(take, v, best[i])
+    else:
+        best[i] = best[i] + v
+
+
 @tilepy.jit
 def pool2d_fwd(kind="max", block=256, dtype="float32"):
     N, C, H, W = T.symbolic("N"), T.symbolic("C"), T.symbolic("H"), T.symbolic("W")
@@ -76,12 +88,8 @@ def pool2d_fwd(kind="max", block=256, dtype="float32"):
                                   and c < W)
                         if inside and at >= 0 and at < size:  # (bounds at: unchecked loads)
                             v = Xf[at]
-                            if kind == "max":
-                                take = v > best[i]
-                                arg[i] = T.if_then_else(take, r * W + c, arg[i])
-                                best[i] = T.if_then_else(take, v, best[i])
-                            else:
-                                best[i] = best[i] + v
+                            _take(kind, v, best, arg, i, r * W + c)
+                            if kind != "max":
                                 cnt[i] = cnt[i] + 1
             if kind == "avg":
                 for i in T.Parallel(block):
@@ -190,12 +198,7 @@ def pool2d_tiled_fwd(kind="max", block=512, dtype="float32"):
                         at = at0[i] + a * W + b
                         if at >= 0 and at < size:  # (always: bounds at for unchecked loads)
                             v = Xf[at]
-                            if kind == "max":
-                                take = v > best[i]
-                                arg[i] = T.if_then_else(take, a * window + b, arg[i])
-                                best[i] = T.if_then_else(take, v, best[i])
-                            else:
-                                best[i] = best[i] + v
+                            _take(kind, v, best, arg, i, a * window + b)
             for i in T.Parallel(block):
                 if bx * block + i < total:
                     if kind == "max":
