@@ -100,6 +100,62 @@ def numba_gemm_acc():
     return gemm_acc
 
 
+PANEL = 16  # panels of gemm_par are whole multiples of this many rows (or columns)
+
+
+def py_gemm_par(a, b, c, ta, tb, beta):
+    """The py tier's gemm_par: one product (numpy runs it on its own threads)."""
+    py_gemm_acc(a, b, c, ta, tb, beta)
+
+
+@lru_cache(maxsize=None)
+def numba_gemm_par():
+    """`C = op(A) @ op(B) + beta C` over Numba's threads: C's longer side cut into one panel
+    per thread, each one single-threaded BLAS call (the caller keeps BLAS at one thread).
+    Each element of C is the same BLAS sum over K whichever panel holds it, so the panels
+    change which thread computes a value, not the values BLAS's kernels would give one call
+    of that panel's shape."""
+    import numba
+    from llvmlite import ir
+    from numba import prange
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    gemm_acc = numba_gemm_acc()
+    numba.get_num_threads()  # starts the threading layer, which names the symbol below
+
+    @intrinsic
+    def threads(typingctx):
+        """The calling thread's Numba thread count, by the symbol Numba's own parallel
+        loops call (numba.get_num_threads() in njit code embeds an address, which makes a
+        kernel uncacheable)."""
+        def codegen(context, builder, sig, args):
+            fnty = ir.FunctionType(cgutils.intp_t, [])
+            return builder.call(
+                cgutils.get_or_insert_function(builder.module, fnty, "get_num_threads"), [])
+        return types.intp(), codegen
+
+    @numba.njit(parallel=True)
+    def gemm_par(a, b, c, ta, tb, beta):
+        m, n = c.shape
+        ext = max(m, n)
+        t = threads()
+        per = (ext + t - 1) // t  # a thread's share of C's longer side ...
+        step = (per + PANEL - 1) // PANEL * PANEL  # ... up to a multiple of PANEL
+        if step >= ext:
+            gemm_acc(a, b, c, ta, tb, beta)
+            return
+        for p in prange(-(-ext // step)):
+            lo = p * step
+            hi = min(ext, lo + step)
+            if m >= n:
+                gemm_acc(a[:, lo:hi] if ta else a[lo:hi, :], b, c[lo:hi, :], ta, tb, beta)
+            else:
+                gemm_acc(a, b[lo:hi, :] if tb else b[:, lo:hi], c[:, lo:hi], ta, tb, beta)
+
+    return gemm_par
+
+
 # ------------------------------------------------------------------ BLAS threads
 
 
@@ -159,16 +215,6 @@ def call_one_thread(fn, *args):
     """fn(*args) inside one_thread(), without a context manager's cost per call (the
     models launch a fast kernel that calls BLAS this way, several times a step)."""
     before = _to_threads(1)
-    try:
-        return fn(*args)
-    finally:
-        _restore(before)
-
-
-def call_threads(n: int, fn, *args):
-    """fn(*args) with BLAS on `n` threads, restored after: for a kernel that is one BLAS
-    call from its entry (no block loop runs beside it, so BLAS's own pool has the CPUs)."""
-    before = _to_threads(n)
     try:
         return fn(*args)
     finally:

@@ -1,8 +1,8 @@
 """The opt-in fast mode (`fast=True`): what it may do that the exact path never does.
 Owns fast kernels' Numba flags (`options`: fast-math), helpers (`namespace`: BLAS, float32
 exp/exp2 within 2 ulp, which the op table's `fast` forms call) and gemm emitters
-(`emit_launch`: a launch kloop.py proves one product, one BLAS call; `emit_dot`: a T.gemm on
-whole local tiles). Checked against the
+(`emit_launch`: a launch kloop.py proves one product, one BLAS call per panel over Numba's
+threads; `emit_dot`: a T.gemm on whole local tiles). Checked against the
 interpreter with derived bounds, never bitwise; exact code reaches it only behind `fast`.
 """
 
@@ -17,7 +17,9 @@ from tilepy.jit.kloop import KLoop, LaunchGemm, Operand, match_launch
 from tilepy.jit.scalars import Emitter
 from tilepy.jit.source import Writer
 
-BLAS_IN_BLOCKS = "blas in blocks"  # an Emitter note: the loader runs BLAS single-threaded
+# an Emitter note: BLAS is called on Numba's threads (in blocks, or a product's panels), so
+# the loader runs BLAS single-threaded
+BLAS_IN_BLOCKS = "blas in blocks"
 
 
 def options() -> dict:
@@ -31,8 +33,10 @@ def namespace(tier: str) -> dict:
     from tilepy.jit.mathlib import fast_numba_math, fast_py_math
 
     if tier == "py":
-        return {"_gemm_acc": blas.py_gemm_acc, "_fextreme": _py_fextreme, **fast_py_math()}
-    return {"_gemm_acc": blas.numba_gemm_acc(), "_fextreme": _numba_fextreme(),
+        return {"_gemm_acc": blas.py_gemm_acc, "_gemm_par": blas.py_gemm_par,
+                "_fextreme": _py_fextreme, **fast_py_math()}
+    return {"_gemm_acc": blas.numba_gemm_acc(), "_gemm_par": blas.numba_gemm_par(),
+            "_fextreme": _numba_fextreme(),
             **fast_numba_math()}
 
 
@@ -185,16 +189,17 @@ def _decode_row(em: Emitter, w: Writer, op: Operand, src: str, dst: str, row: st
 
 
 def emit_launch(em: Emitter, w: Writer, s: Launch) -> bool:
-    """A launch that jit/kloop.py proves one product of whole matrices, as one BLAS call
-    from the kernel's entry (BLAS's own threads) instead of the block loop."""
+    """A launch that jit/kloop.py proves one product of whole matrices, as BLAS calls from
+    the kernel's entry instead of the block loop: one per panel of the product, over
+    Numba's threads (blas.numba_gemm_par), each single-threaded."""
     lg = match_launch(s)
     if lg is None or not _globals_ok(em, lg.kloop.a, lg.kloop.b, narrow=True):
         return False
     cref = em.ref(lg.out.dst.buffer)
     if cref.kind != "global" or cref.codec is not None:
         return False
-    w.comment("fast mode: this launch is one matrix product: one BLAS call, its own "
-              "threads", s.loc)
+    w.comment("fast mode: this launch is one matrix product: BLAS calls on panels, one "
+              "per thread", s.loc)
     grid = [em.names.temp("g") for _ in s.grid]
     for g, e in zip(grid, s.grid):
         w.line(f"{g} = np.int64({em.expr(e)})")
@@ -236,6 +241,7 @@ def _whole_product(em: Emitter, w: Writer, lg: LaunchGemm, grid: list[str]) -> N
     w.depth += 1
     av, bv = _decoded(em, w, [(kl.a, av), (kl.b, bv)])
     w.depth -= 1
-    w.line(f"    _gemm_acc({av}, {bv}, {cv}[:{ma}, :{nb}], {kl.gemm.transpose_a}, "
+    em.notes.add(BLAS_IN_BLOCKS)  # panels on Numba's threads, BLAS single-threaded
+    w.line(f"    _gemm_par({av}, {bv}, {cv}[:{ma}, :{nb}], {kl.gemm.transpose_a}, "
            f"{kl.gemm.transpose_b}, 0.0 if ({ma} == {mc} and {nb} == {nc}) else 1.0)")
     w.depth -= 1

@@ -14,11 +14,10 @@ a kernel to the pool from a size on. With `MEASURE = False` the old rule holds: 
 from GRAIN elements on. Exact-mode results do not depend on the thread count (each block's
 work is fixed), so the choice changes no bit.
 
-In fast mode, a launch that is one whole BLAS call runs on one Numba thread and gives BLAS
-the pool's thread count where Numba's idle workers sleep (OMP_WAIT_POLICY=PASSIVE), else
-one thread. BLAS calls inside a launch's blocks always run on one thread (OpenBLAS's own
-pool spinning beside Numba's made an MLP step's gemms 150x slower on this loaded machine:
-docs/perf-log.md).
+In fast mode BLAS always runs on one thread: a launch that is one whole product cuts it into
+panels over Numba's threads (jit/blas.py gemm_par), so its thread count is measured like any
+other launch's, and BLAS calls inside blocks have a CPU each. (OpenBLAS's own pool spinning
+beside Numba's made an MLP step's gemms 150x slower on a loaded machine: docs/perf-log.md.)
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import os
 import time
 from collections import defaultdict
 
@@ -134,11 +132,9 @@ def _resolve(kernel, arrays) -> tuple:
     fast = bool(options)
     if compiled[fast] is None:
         compiled[fast] = _compile(kernel, fast)
-    fn, views, blas, whole = compiled[fast]
+    fn, views, blas = compiled[fast]
     if views is not None:
         arrays = [a if v is None else a.view(v) for a, v in zip(arrays, views)]
-    if whole and MEASURE:  # one BLAS call: Numba's pool has nothing to do
-        return fn, arrays, sizes, blas, False
     return fn, arrays, sizes, blas, _mode(kernel, fast, arrays, sizes)
 
 
@@ -283,34 +279,14 @@ def set_grain(kernel, elements: int) -> None:
 
 def _compile(kernel, fast: bool) -> tuple:
     """(compiled function, storage views or None, blas.call_one_thread for a fast kernel
-    that calls BLAS, else None, whether that BLAS call is the whole launch)."""
+    that calls BLAS, else None)."""
     from tilepy.jit import compile as jit_compile  # loads lazily (DESIGN.md)
     from tilepy.jit.blas import call_one_thread
 
     ck = jit_compile(kernel.func, fast=fast)
     # narrow floats (bf16, fp8) enter Numba as views of their storage integers
     views = ck.views if any(v is not None for v in ck.views) else None
-    blas = fast and "_gemm_acc" in ck.source
-    whole = blas and not ck.blas_in_blocks
-    call = (_blas_whole if whole and _idle_workers_sleep() else call_one_thread) if blas else None
-    return ck.fn, views, call, whole
-
-
-def _idle_workers_sleep() -> bool:
-    """Whether Numba's idle OpenMP workers sleep (OMP_WAIT_POLICY=PASSIVE, as the benches
-    set) rather than spin for milliseconds after each parallel launch, where they would
-    take the CPUs of BLAS's threads (docs/models.md, the transformer step's fifth pass)."""
-    return os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
-
-
-def _blas_whole(fn, *args) -> None:
-    """A launch that is one BLAS call: BLAS gets as many threads as Numba's pool (which
-    idles meanwhile; BLAS itself keeps small products on one thread)."""
-    from tilepy.jit.blas import call_threads
-
-    if not _THREADS[0]:
-        _init_threads()
-    call_threads(_THREADS[0], fn, *args)
+    return ck.fn, views, call_one_thread if fast and ck.blas_in_blocks else None
 
 
 def _init_threads() -> None:

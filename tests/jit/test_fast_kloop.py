@@ -308,4 +308,36 @@ def test_blas_runs_single_threaded_inside_blocks_and_the_count_is_restored():
     assert get() == before
     per_tile = jit.compile(epilogue_gemm(32, 16, 8, False, False), fast=True)
     whole = jit.compile(gemm(32, 32, 16, "float32", "float32", "float32").func, fast=True)
-    assert per_tile.blas_in_blocks and not whole.blas_in_blocks
+    assert per_tile.blas_in_blocks and whole.blas_in_blocks  # panels: Numba's threads
+    assert "_gemm_par(" in whole.source and "_gemm_par(" not in per_tile.source
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+def test_a_product_cut_into_panels_over_numbas_threads_is_the_product(ta, tb):
+    """blas.numba_gemm_par on two threads: C's longer side in panels (rows when M >= N,
+    else columns; edge panels not multiples of blas.PANEL), each a BLAS call on its views
+    (A's or B's transposed storage cut along the right axis), beta 0 and 1."""
+    import numba
+
+    from tilepy.jit import blas
+
+    par = blas.numba_gemm_par()
+    rng = np.random.default_rng(7)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        for M, N, K in [(70, 9, 13), (9, 70, 13), (33, 33, 5), (1, 40, 3)]:
+            a, b = _inputs(rng, M, N, K, ta, tb, "float32")
+            c0 = rng.standard_normal((M, N)).astype(np.float32)
+            A, B = _ops(a, b, ta, tb)
+            for beta in (0.0, 1.0):
+                c = c0.copy()
+                with blas.one_thread():
+                    par(a, b, c, ta, tb, beta)
+                want = A @ B + beta * c0.astype(np.float64)
+                bound = 2 * gamma(K + 2, U["float32"]) * (np.abs(A) @ np.abs(B)
+                                                          + beta * np.abs(c0))
+                assert np.all(np.abs(c - want) <= bound), (M, N, K, beta)
+    finally:
+        numba.set_num_threads(before)
