@@ -76,27 +76,32 @@ def _gemm(a, b, inv, trans_a=False, trans_b=False) -> np.ndarray:
 def lowp_linear(x: Tensor, weight: Tensor, bias, fmt: str, scales: Scales,
                 training: bool = True, after_backward=None) -> Tensor:
     """x @ weight.T + bias with both operands in `fmt` (e4m3 or bf16) and the output
-    gradient in e5m2 (bf16); bias and accumulation in float32."""
-    k = weight.shape[1]
+    gradient in e5m2 (bf16); bias and accumulation in float32. Parameters that
+    MixedPrecision keeps in bfloat16/float16 are widened to float32 first (exactly) and the
+    output and gradients are rounded into their tensors' dtypes (convert kernels)."""
+    k, store = weight.shape[1], weight.dtype
     grad_fmt = E5M2 if fmt == E4M3 else BF16
-    x2 = x.data.reshape(-1, k)
+    x2 = K.convert(x.data.reshape(-1, k), np.float32)
     fr = scales.fractions
     xq, sx = quantize(x2, fmt, scales.x, fr, training)
-    wq, sw = quantize(weight.data, fmt, scales.w, fr, training)
+    wq, sw = quantize(K.convert(weight.data, np.float32), fmt, scales.w, fr, training)
     y = _gemm(xq, wq, sx * sw, trans_b=True)
     if bias is not None:
-        K.binary(y, bias.data, "add", out=y)
+        K.binary(y, K.convert(bias.data, np.float32), "add", out=y)
 
     def bwd(g):
-        g2 = np.ascontiguousarray(g).reshape(-1, weight.shape[0])
+        g2 = K.convert(np.ascontiguousarray(g).reshape(-1, weight.shape[0]), np.float32)
         gq, sg = quantize(g2, grad_fmt, scales.g, fr, True)
-        gx = _gemm(gq, wq, sg * sw).reshape(x.shape) if x.requires_grad else None
-        gw = _gemm(gq, xq, sg * sx, trans_a=True)
-        gb = K.reduce(g2, (0,), "sum", False) if bias is not None else None
+        gx = (K.convert(_gemm(gq, wq, sg * sw), x.dtype).reshape(x.shape)
+              if x.requires_grad else None)
+        gw = K.convert(_gemm(gq, xq, sg * sx, trans_a=True), store)
+        gb = (K.convert(K.reduce(g2, (0,), "sum", False), bias.dtype)
+              if bias is not None else None)
         if after_backward is not None:
             after_backward()
         return gx, gw, gb
     parents = (x, weight) if bias is None else (x, weight, bias)
+    y = K.convert(y, store)  # the layer's dtype: bfloat16 under MixedPrecision's policy
     return record(y.reshape(*x.shape[:-1], weight.shape[0]), parents, bwd, f"linear_{fmt}")
 
 

@@ -102,3 +102,44 @@ def test_convert_keeps_parameters_names_and_checks_its_argument():
         convert(nn.Sequential(nn.Linear(2, 2)), "fp4")
     with pytest.raises(ModelError, match=r"expected input of shape \(\.\.\., 3\); got \(2, 5\)"):
         model(np.zeros((2, 5), np.float32))
+
+
+def _mixed_fp8_steps(steps: int) -> tuple:
+    """A convert(..., "fp8") MLP trained inside MixedPrecision (bfloat16 storage, float32
+    AdamW masters): (losses, the first layer's output, its weight's grad, the masters)."""
+    from tilepy.models import optim
+    from tilepy.models.optim.mixed import MixedPrecision
+
+    nn.manual_seed(0)
+    model = convert(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)), "fp8")
+    mp = MixedPrecision(model.parameters(), optim.AdamW, lr=1e-2, policy="bf16")
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((32, 8)).astype(np.float32), np.arange(32) % 4
+    losses = []
+    for _ in range(steps):
+        h = model[0](Tensor(x))
+        loss = F.cross_entropy(model[2](model[1](h)), y.astype(np.int32))
+        mp.zero_grad()
+        mp.scale_loss(loss).backward()
+        mp.step()
+        losses.append(float(loss.numpy()))
+    return losses, h.data, model[0].weight.grad, [m.data.copy() for m in mp.masters]
+
+
+def test_fp8_layers_train_inside_mixed_precision_with_bf16_parameters():
+    """MixedPrecision narrows a converted model's Parameters to bfloat16: the fp8 layers
+    widen them (exactly) for quantisation, and give their output and gradients in the
+    parameters' dtype, so the masters get bf16 gradients and the loss falls."""
+    losses, h, gw, _ = _mixed_fp8_steps(8)
+    assert h.dtype == ml_dtypes.bfloat16 and gw.dtype == ml_dtypes.bfloat16
+    assert losses[-1] < 0.9 * losses[0], losses
+
+
+@pytest.mark.exhaustive
+def test_fp8_layers_inside_mixed_precision_give_the_interpreters_bits_on_the_jit():
+    want = _mixed_fp8_steps(3)
+    with tilepy.backend("jit"):
+        got = _mixed_fp8_steps(3)
+    assert got[0] == want[0]
+    for a, b in zip(got[1:3] + tuple(got[3]), want[1:3] + tuple(want[3])):
+        np.testing.assert_array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
