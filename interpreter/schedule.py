@@ -64,6 +64,13 @@ def _check_arrays(func: S.PrimFunc, arrays: dict, sizes: dict) -> None:
             f"kernel '{func.name}' cannot run: expected an array for every parameter; got "
             f"none for {', '.join(missing)}", loc=func.loc,
             hint="pass every input and output array (outputs are written in place)")
+    for p in func.params:  # the ground truth refuses what it would otherwise reinterpret
+        got = getattr(arrays[p.name], "dtype", None)
+        if got != p.dtype.np_dtype:
+            raise ArgumentError(
+                f"kernel '{func.name}': argument {p.name} expected dtype {p.dtype}; got "
+                f"{got if got is not None else type(arrays[p.name]).__name__}", loc=func.loc,
+                hint="convert the array to the parameter's dtype before the launch")
 
 
 def _launch(shared: Shared, host: Ctx, s: S.Launch, rng, batch: bool) -> None:
