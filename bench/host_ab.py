@@ -32,7 +32,7 @@ from tilepy.models.kernels import launch as L  # noqa: E402
 from tilepy.models.kernels import record as hooks  # noqa: E402
 from tilepy.models.nn import functional as F  # noqa: E402
 from tilepy.models.nn import module  # noqa: E402
-from tilepy.models.optim import optimizer, table  # noqa: E402
+from tilepy.models.optim import flat, optimizer, table  # noqa: E402
 from tilepy.models.replay_grads import plan  # noqa: E402
 
 # ---- the earlier paths
@@ -53,8 +53,18 @@ def _old_table_step(self, opt, active):
     return rows.astype(ct)
 
 
-def _old_run(self, kernel, *arrays):
-    L.launch(kernel, *arrays)
+def _old_run(self, key, kernel, *arrays):
+    L.launch(kernel(), *arrays)
+
+
+def _old_gather(self):
+    """sync_data, the active list and the gradient copies as three passes."""
+    self.sync_data()
+    active = [i for i, p in enumerate(self.params) if p.grad is not None]
+    for i in active:
+        if self.params[i].grad is not self.grad_views[i]:
+            self._copy_grad(i, self.params[i].grad)
+    return active
 
 
 @hooks.host_op
@@ -79,12 +89,13 @@ def _old_plan(rec, result):
 @contextlib.contextmanager
 def old_run_paths():
     """What the replay of a 'before' recording calls at run time."""
-    saved = table.Table.step, optimizer.Optimizer._run
+    saved = table.Table.step, optimizer.Optimizer._run, flat.FlatBucket.gather
     table.Table.step, optimizer.Optimizer._run = _old_table_step, _old_run
+    flat.FlatBucket.gather = _old_gather
     try:
         yield
     finally:
-        table.Table.step, optimizer.Optimizer._run = saved
+        table.Table.step, optimizer.Optimizer._run, flat.FlatBucket.gather = saved
 
 
 def before_graph(kind: str, adam: bool):

@@ -52,7 +52,7 @@ class Optimizer:
         self.state = ParamState()
         self._buckets: list[FlatBucket] | None = None
         self._hp: dict = {}  # id(bucket) -> its hyper-parameter Table
-        self._held: dict = {}  # id(first array) -> its Held launch
+        self._held: dict = {}  # (id(bucket), kernel choice) -> its Held launch
         self.launches = 0  # kernel launches so far (one per dtype and step)
         self.grad_scale = 1.0  # gradients are multiplied by this inside the kernel
         groups = list(params)
@@ -161,10 +161,8 @@ class Optimizer:
             self._build()
         plan = []
         for bucket in self._buckets:
-            bucket.sync_data()
-            active = [i for i, p in enumerate(bucket.params) if p.grad is not None]
+            active = bucket.gather()
             if active:
-                bucket.gather_grads(active)
                 plan.append((bucket, active))
         return plan
 
@@ -181,11 +179,12 @@ class Optimizer:
             self._launch(bucket, blocks, hp)
             self.launches += 1
 
-    def _run(self, kernel, *arrays: np.ndarray) -> None:
-        """launch(kernel, *arrays), bound once while the kernel and arrays repeat."""
-        held = self._held.get(id(arrays[0]))
-        if held is None or not held.holds(kernel, arrays):
-            held = self._held[id(arrays[0])] = Held(kernel, arrays)
+    def _run(self, key: tuple, kernel, *arrays: np.ndarray) -> None:
+        """launch(kernel(), *arrays), bound once while `key` (the kernel's choice) and the
+        arrays repeat: `kernel` makes the Kernel, called only when the launch is bound."""
+        held = self._held.get(key)
+        if held is None or not held.holds(arrays):
+            held = self._held[key] = Held(kernel(), arrays)
         held()
 
     def _table(self, bucket: FlatBucket, active: list[int]) -> np.ndarray:

@@ -57,10 +57,10 @@ class SGD(Optimizer):
 
     def _launch(self, bucket, blocks: np.ndarray, hp: np.ndarray) -> None:
         has_momentum = "momentum_buffer" in bucket.state
-        kernel = cached(sgd_kernel, block=bucket.block, dtype=dtype_name(bucket.dtype),
-                        momentum=has_momentum)
         buf = bucket.state["momentum_buffer"] if has_momentum else bucket.grad
-        self._run(kernel, bucket.data, bucket.grad, buf, blocks, hp)  # arrays built here
+        self._run((id(bucket), has_momentum), lambda: cached(
+            sgd_kernel, block=bucket.block, dtype=dtype_name(bucket.dtype),
+            momentum=has_momentum), bucket.data, bucket.grad, buf, blocks, hp)
 
 
 class Adam(Optimizer):
@@ -99,9 +99,10 @@ class Adam(Optimizer):
         self._state_view(bucket, i, "exp_avg_sq")
 
     def _launch(self, bucket, blocks: np.ndarray, hp: np.ndarray) -> None:
-        kernel = cached(adam_kernel, block=bucket.block, dtype=dtype_name(bucket.dtype))
-        self._run(kernel, bucket.data, bucket.grad, bucket.state["exp_avg"],
-                  bucket.state["exp_avg_sq"], blocks, hp)
+        self._run((id(bucket),), lambda: cached(adam_kernel, block=bucket.block,
+                                                dtype=dtype_name(bucket.dtype)),
+                  bucket.data, bucket.grad, bucket.state["exp_avg"], bucket.state["exp_avg_sq"],
+                  blocks, hp)
 
 
 class AdamW(Adam):
