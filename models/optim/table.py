@@ -53,7 +53,7 @@ class Table:
         live = self.live
         for st in live:
             st["step"] += 1
-        seen = (versions, [tuple(st) for st in live])
+        seen = (versions, list(map(tuple, live)))  # each one's state entry names
         if seen != self.seen:
             self._rows(opt, versions)
             self.seen, self.fresh = seen, True
