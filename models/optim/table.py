@@ -56,7 +56,7 @@ class Table:
         seen = (versions, list(map(tuple, live)))  # each one's state entry names
         if seen != self.seen:
             self._rows(opt, versions)
-            self.seen, self.fresh = seen, True
+            self.seen = seen
         elif opt.row_reads_step:
             self._stepped(opt)
         scale = opt.grad_scale
@@ -110,6 +110,7 @@ class Table:
             bases[i], steps[i] = base, t
         for row, where in rows.values():
             self.array[where] = row
+        self.fresh = True
 
     def _versions(self, groups: list) -> list[int]:
         """Each group's version, advanced where its hyper-parameters changed: the same
@@ -138,4 +139,6 @@ def _same(a, b) -> bool:
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating)):
         return bool(a == b) and math.copysign(1.0, a) == math.copysign(1.0, b)
-    return type(a) is type(b) and bool(a == b)
+    if isinstance(a, (bool, int, str, np.integer, np.bool_)) and type(a) is type(b):
+        return bool(a == b)
+    return False  # another object (or type): counted as a change

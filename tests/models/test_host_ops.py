@@ -67,7 +67,8 @@ CHANGES = {
 CHANGES["adam_one_group"] = CHANGES["adam"]
 MAKE = {
     "sgd": lambda ps: SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
-    "adam": lambda ps: Adam([{"params": ps[:2]}, {"params": ps[2:], "lr": 0.02}], lr=0.01),
+    "adam": lambda ps: Adam([{"params": ps[:2]}, {"params": ps[2:], "lr": 0.02, "name": "b"}],
+                            lr=0.01),
     "adam_one_group": lambda ps: Adam(ps, lr=0.01),
 }
 
