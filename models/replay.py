@@ -12,12 +12,14 @@ import numpy as np
 
 from tilepy.models.errors import CaptureError, user_loc
 from tilepy.models.kernels import launch as L
+from tilepy.models.replay_grads import bind as bind_grads
+from tilepy.models.replay_grads import plan as grad_plan
 
 
 class Recording:
     """The steps of one recorded call, in order: tuples whose first item is the kind
     ('launch', 'copy', 'grad', 'host', 'fill', 'call') and whose last is the user's
-    line."""
+    line (a 'host' step: fn, args, kwargs, the callable its replay runs or None)."""
 
     def __init__(self):
         self.steps: list[tuple] = []
@@ -36,8 +38,8 @@ class Recording:
         if not self.paused:
             self.steps.append(("grad", t, dst, src, user_loc()))
 
-    def host(self, fn, args, kwargs) -> None:
-        self.steps.append(("host", fn, args, kwargs, user_loc()))
+    def host(self, fn, args, kwargs, call=None) -> None:
+        self.steps.append(("host", fn, args, kwargs, call, user_loc()))
 
     def fill(self, fn, out, args) -> None:
         self.steps.append(("fill", fn, out, args, user_loc()))
@@ -59,11 +61,6 @@ class Recording:
         raise CaptureError(f"a captured step cannot replay {what}", user_loc(), hint=hint)
 
 
-def _regrad(t, dst, src) -> None:
-    np.copyto(dst, src, casting="unsafe")
-    t.grad = dst
-
-
 def _recall(fn, args, kwargs, outs) -> None:
     new = fn(*args, **kwargs)
     for o, n in zip(_arrays(outs), _arrays(new)):
@@ -81,20 +78,26 @@ def _arrays(x) -> list:
 def build(rec: Recording, out) -> tuple:
     """(ops [(callable, big)], launch names, the result maker, guards) of a recording."""
     ops, names = [], []
-    direct = _direct_grads(rec, out)
-    for step in rec.steps:
+    swap, grads = grad_plan(rec, _values(out))
+    run: list = []  # the gradient bindings of the current run of 'grad' steps
+    for k, step in enumerate(rec.steps):
         kind = step[0]
+        if kind == "grad":
+            if not run:
+                ops.append(None)
+                names.append(None)
+            run.append(grads[k])
+            ops[-1] = (functools.partial(bind_grads, tuple(run)), None)
+            continue
+        run = []
         if kind == "launch":
-            ops.append(L.bound(step[1], step[2]))
+            ops.append(L.bound(step[1], [swap.get(id(a), a) for a in step[2]]))
             names.append(step[1].func.name)
             continue
         if kind == "copy":
             call = functools.partial(np.copyto, step[1], step[2], casting="unsafe")
-        elif kind == "grad":
-            t, dst, src = step[1:4]
-            call = functools.partial(_regrad, t, direct.get(id(dst), dst), src)
         elif kind == "host":
-            call = functools.partial(step[1], *step[2], **step[3])
+            call = step[4] or functools.partial(step[1], *step[2], **step[3])
         elif kind == "fill":
             call = functools.partial(step[1], step[2], *step[3])
         else:
@@ -103,35 +106,6 @@ def build(rec: Recording, out) -> tuple:
         # a library call counts as a launch in profile() (as timed() counts it eagerly)
         names.append(f"{step[1].__name__} (library)" if kind == "call" else None)
     return ops, names, result_maker(out), _guards(rec)
-
-
-def _direct_grads(rec: Recording, result) -> dict:
-    """{id(leaf gradient array): the optimiser's flat-buffer view for that parameter} for
-    each recorded leaf gradient that nothing else in the step names: replay copies the
-    gradient straight into the flat buffer (the optimiser's gather then skips it)."""
-    views = {}
-    for step in rec.steps:
-        opt = step[2][0] if step[0] == "host" and step[2] else None
-        for bucket in getattr(opt, "_buckets", None) or ():
-            for p, view in zip(bucket.params, bucket.grad_views):
-                views[id(p)] = view
-    if not views:
-        return {}
-    named: dict = {}
-    for step in rec.steps + [("result", _values(result), None)]:
-        arrays = _arrays(list(step[1:-1])) if step[0] != "grad" else [step[3]]
-        for a in arrays:
-            r = _root(a)
-            named[id(r)] = named.get(id(r), 0) + 1
-    out = {}
-    for step in rec.steps:
-        if step[0] == "grad":
-            t, dst = step[1], step[2]
-            view = views.get(id(t))
-            if view is not None and view.dtype == dst.dtype and view.shape == dst.shape \
-                    and not named.get(id(_root(dst))):
-                out[id(dst)] = view
-    return out
 
 
 def _values(x):
@@ -143,12 +117,6 @@ def _values(x):
     if isinstance(x, dict):
         return [_values(v) for v in x.values()]
     return x
-
-
-def _root(a: np.ndarray) -> np.ndarray:
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
 
 
 def result_maker(out):

@@ -248,6 +248,36 @@ def bound(kernel, arrays) -> tuple:
     return call, big
 
 
+class Held:
+    """launch(kernel, *arrays) repeated on the same arrays (an optimiser's step): bound as
+    for replay once per backend, so a repeat skips the per-call resolution. Under a
+    recording or profile() it goes through launch()."""
+
+    __slots__ = ("kernel", "arrays", "key", "call", "big")
+
+    def __init__(self, kernel, arrays):
+        self.kernel, self.arrays = kernel, tuple(arrays)
+        self.key = self.call = self.big = None
+
+    def holds(self, arrays) -> bool:
+        """Whether this launch is on these very arrays."""
+        return len(arrays) == len(self.arrays) and all(
+            a is b for a, b in zip(arrays, self.arrays))
+
+    def __call__(self) -> None:
+        if hooks.ACTIVE or _PROFILE:
+            launch(self.kernel, *self.arrays)
+            return
+        chosen = _current.get()
+        key = current() if chosen is None else chosen
+        if key != self.key:
+            self.call, self.big = bound(self.kernel, self.arrays)
+            self.key = key
+        if self.big is not None and self.big is not _THREADS[2]:
+            _threads(self.big)
+        self.call()
+
+
 def replay(ops: list) -> None:
     """Run bound launches and host callables [(callable, big or None)] in order, setting
     Numba's thread count before each launch as launch() would."""

@@ -40,9 +40,15 @@ def astype(a: np.ndarray, dtype) -> np.ndarray:
     return copy_into(np.empty(a.shape, dtype), a)
 
 
-def host_op(fn):
+def host_op(fn=None, *, replay=None):
     """Decorate a function whose work is host code (Python arithmetic, host reads and the
-    launches they decide): a captured step records the call and replays it whole."""
+    launches they decide): a captured step records the call and replays it whole. With
+    `replay`, `replay(*args, **kwargs)` gives the callable a replay runs instead: the same
+    work, with what each call would look up again (a module's parameters) taken from
+    the recorded call."""
+    if fn is None:
+        return functools.partial(host_op, replay=replay)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if not ACTIVE or ACTIVE[-1].paused:
@@ -55,7 +61,7 @@ def host_op(fn):
             out = fn(*args, **kwargs)
         finally:
             rec.paused -= 1
-        rec.host(fn, args, kwargs)
+        rec.host(fn, args, kwargs, replay(*args, **kwargs) if replay is not None else None)
         return out
     return wrapper
 

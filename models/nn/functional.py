@@ -118,9 +118,19 @@ def cross_entropy(logits: Tensor, target) -> Tensor:
     return record(loss.reshape(()), (logits,), bwd, "cross_entropy")
 
 
+_FEW_LABELS = 512  # up to this many, the range check runs on a list (below)
+
+
 @hooks.host_op  # a captured step checks each call's labels
 def _labels_in_range(labels: np.ndarray, c: int) -> None:
-    if labels.size and (labels.min() < 0 or labels.max() >= c):
+    # Between a replay's kernels a numpy reduction of a batch's labels costs tens of us of
+    # CPU (its call path is out of the caches); min and max of a short list cost a few.
+    if labels.size <= _FEW_LABELS:
+        values = labels.tolist()
+        bad = bool(values) and (min(values) < 0 or max(values) >= c)
+    else:
+        bad = labels.min() < 0 or labels.max() >= c
+    if bad:
         raise model_error(f"cross_entropy: labels must lie in [0, {c}); got values from "
                           f"{labels.min()} to {labels.max()}")
 

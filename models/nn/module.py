@@ -6,6 +6,7 @@ checkpoint is an error naming the key and both shapes), train() / eval(), __call
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 
 import numpy as np
@@ -16,6 +17,12 @@ from tilepy.models.ops import NARROW, cast, cast_hint
 from tilepy.models.tensor import Parameter, Tensor, floating
 
 _MISSING = object()
+
+
+def _forget_grads(params) -> None:
+    """zero_grad's work (a replay runs it on the parameters the recorded call found)."""
+    for p in params:
+        p.grad = None
 
 
 class Module:
@@ -100,10 +107,10 @@ class Module:
             for name, b in m._buffers.items():
                 yield (f"{path}.{name}" if path else name), b
 
-    @hooks.host_op
+    @hooks.host_op(replay=lambda self: functools.partial(_forget_grads,
+                                                          list(self.parameters())))
     def zero_grad(self) -> None:
-        for p in self.parameters():
-            p.grad = None
+        _forget_grads(self.parameters())
 
     def train(self, mode: bool = True) -> "Module":
         for m in self.modules():

@@ -56,30 +56,43 @@ class FlatBucket:
         """Re-attach parameters whose `.data` was replaced (e.g. by load_state_dict)."""
         for i, p in enumerate(self.params):
             if p.data is not self.views[i]:
-                value = np.asarray(p.data)
-                if value.shape != self.views[i].shape:
-                    raise OptimizerError(
-                        f"parameter {self.labels[i]} changed shape from "
-                        f"{self.views[i].shape} to {value.shape} after the optimiser was made",
-                        user_loc(), hint="make a new optimiser after changing the model")
-                self.views[i][...] = value
-                p.data = self.views[i]
+                self._attach_data(i)
 
-    def gather_grads(self, active: list[int]) -> None:
-        """Copy each active parameter's `.grad` into the flat gradient (unless it is already
-        a view of it)."""
-        for i in active:
-            p, dst = self.params[i], self.grad_views[i]
-            if p.grad is dst:
+    def gather(self) -> list[int]:
+        """sync_data, then copy each parameter's `.grad` into the flat gradient (unless it is
+        already its view), in one pass: the indices of the parameters with a gradient."""
+        active = []
+        for i, (p, view, gview) in enumerate(zip(self.params, self.views, self.grad_views)):
+            if p.data is not view:
+                self._attach_data(i)
+            g = p.grad
+            if g is None:
                 continue
-            g = np.asarray(p.grad)
-            if g.shape != dst.shape:
-                raise OptimizerError(
-                    f"gradient of parameter {self.labels[i]} has shape {g.shape}; expected "
-                    f"{dst.shape} "
-                    "(the parameter's shape)", user_loc(),
-                    hint="a backward pass must give each parameter a gradient of its shape")
-            dst[...] = g
+            if g is not gview:
+                self._copy_grad(i, g)
+            active.append(i)
+        return active
+
+    def _attach_data(self, i: int) -> None:
+        p = self.params[i]
+        value = np.asarray(p.data)
+        if value.shape != self.views[i].shape:
+            raise OptimizerError(
+                f"parameter {self.labels[i]} changed shape from "
+                f"{self.views[i].shape} to {value.shape} after the optimiser was made",
+                user_loc(), hint="make a new optimiser after changing the model")
+        self.views[i][...] = value
+        p.data = self.views[i]
+
+    def _copy_grad(self, i: int, grad) -> None:
+        g, dst = np.asarray(grad), self.grad_views[i]
+        if g.shape != dst.shape:
+            raise OptimizerError(
+                f"gradient of parameter {self.labels[i]} has shape {g.shape}; expected "
+                f"{dst.shape} "
+                "(the parameter's shape)", user_loc(),
+                hint="a backward pass must give each parameter a gradient of its shape")
+        dst[...] = g
 
     def shard(self, rank: int, world: int) -> tuple[int, int]:
         """Elements [lo, hi) that rank `rank` of `world` owns: contiguous whole blocks,

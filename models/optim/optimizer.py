@@ -1,8 +1,10 @@
 """The optimiser base: PyTorch's interface (param_groups, zero_grad, step, state_dict) over
 the flat per-dtype layout of flat.py, with one kernel launch per dtype and step.
 
-Subclasses give the state buffers they keep, one hyper-parameter row per parameter and
-the launch; this module owns grouping, per-parameter state and (de)serialisation.
+Subclasses give the state buffers they keep (`_prepare`), one hyper-parameter row per
+parameter (`_row`: it reads only the group, the names of the parameter's state entries and,
+where `row_reads_step`, its step count) and the launch; this module owns grouping,
+per-parameter state, the hyper-parameter table and (de)serialisation.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from tilepy.models.kernels import record as hooks
+from tilepy.models.kernels.launch import Held
 from tilepy.models.optim.flat import FlatBucket, dtype_name
+from tilepy.models.optim.table import Table
 from tilepy.models.training.errors import OptimizerError, user_loc
 
 
@@ -40,12 +44,15 @@ class Optimizer:
     hyper-parameters), `state` (per parameter), `zero_grad`, `step`, `state_dict`."""
 
     block = 1024  # elements per kernel block; each parameter starts on a block boundary
+    row_reads_step = False  # whether _row reads the state's step count (Adam's corrections)
 
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []
         self.state = ParamState()
         self._buckets: list[FlatBucket] | None = None
+        self._hp: dict = {}  # id(bucket) -> its hyper-parameter Table
+        self._held: dict = {}  # (id(bucket), kernel choice) -> its Held launch
         self.launches = 0  # kernel launches so far (one per dtype and step)
         self.grad_scale = 1.0  # gradients are multiplied by this inside the kernel
         groups = list(params)
@@ -97,7 +104,7 @@ class Optimizer:
                 by_dtype.setdefault(dtype_name(p, len(group_of)), []).append((len(group_of), p))
                 group_of[id(p)] = gi
         old = {k: dict(v) for k, v in dict.items(self.state)}
-        self._buckets, self._group_of = [], group_of
+        self._buckets, self._group_of, self._hp, self._held = [], group_of, {}, {}
         for pairs in by_dtype.values():
             params = [p for _, p in pairs]
             bucket = FlatBucket(params, self.block, labels=[k for k, _ in pairs])
@@ -154,10 +161,8 @@ class Optimizer:
             self._build()
         plan = []
         for bucket in self._buckets:
-            bucket.sync_data()
-            active = [i for i, p in enumerate(bucket.params) if p.grad is not None]
+            active = bucket.gather()
             if active:
-                bucket.gather_grads(active)
                 plan.append((bucket, active))
         return plan
 
@@ -174,17 +179,21 @@ class Optimizer:
             self._launch(bucket, blocks, hp)
             self.launches += 1
 
+    def _run(self, key: tuple, kernel, *arrays: np.ndarray) -> None:
+        """launch(kernel(), *arrays), bound once while `key` (the kernel's choice) and the
+        arrays repeat: `kernel` makes the Kernel, called only when the launch is bound."""
+        held = self._held.get(key)
+        if held is None or not held.holds(arrays):
+            held = self._held[key] = Held(kernel(), arrays)
+        held()
+
     def _table(self, bucket: FlatBucket, active: list[int]) -> np.ndarray:
-        ct = np.float64 if bucket.dtype == np.float64 else np.float32
-        rows = np.zeros((len(bucket.params), len(self.columns)), np.float64)
-        for i in active:
-            p = bucket.params[i]
-            st = self.state[p]
-            st["step"] += 1
-            row = self._row(self.param_groups[self._group_of[id(p)]], st, bucket, i)
-            row["grad_scale"] = self.grad_scale
-            rows[i] = [row[c] for c in self.columns]
-        return rows.astype(ct)  # each coefficient rounded once to the compute dtype
+        """This step's hyper-parameter table (advancing the active parameters' step
+        counts): the bucket's table.py Table, kept across steps."""
+        held = self._hp.get(id(bucket))
+        if held is None or held.bucket is not bucket:
+            held = self._hp[id(bucket)] = Table(self, bucket)
+        return held.step(self, active)
 
     # ------------------------------------------------------------------ serialisation
 

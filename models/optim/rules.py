@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 
-from tilepy.models.kernels.launch import launch
 from tilepy.models.kops import dtype_name
 from tilepy.models.kops import kernel as cached
 from tilepy.models.optim.kernels import ADAM_COLS, SGD_COLS, adam_kernel, sgd_kernel
@@ -46,20 +45,22 @@ class SGD(Optimizer):
                 "Nesterov momentum needs momentum > 0 and dampening = 0; got momentum="
                 f"{g['momentum']}, dampening={g['dampening']}", user_loc())
 
-    def _row(self, g: dict, st: dict, bucket, i: int) -> dict:
+    def _row(self, g: dict, st: dict) -> dict:
         first = g["momentum"] != 0 and "momentum_buffer" not in st
-        if g["momentum"] != 0:
-            self._state_view(bucket, i, "momentum_buffer")
         return dict(neg_lr=-g["lr"], weight_decay=g["weight_decay"], momentum=g["momentum"],
                     one_minus_dampening=1.0 - g["dampening"], first=float(first),
                     nesterov=float(g["nesterov"]), maximize=float(g["maximize"]))
 
+    def _prepare(self, g: dict, st: dict, bucket, i: int) -> None:
+        if g["momentum"] != 0:
+            self._state_view(bucket, i, "momentum_buffer")
+
     def _launch(self, bucket, blocks: np.ndarray, hp: np.ndarray) -> None:
         has_momentum = "momentum_buffer" in bucket.state
-        kernel = cached(sgd_kernel, block=bucket.block, dtype=dtype_name(bucket.dtype),
-                        momentum=has_momentum)
         buf = bucket.state["momentum_buffer"] if has_momentum else bucket.grad
-        launch(kernel, bucket.data, bucket.grad, buf, blocks, hp)  # arrays built here
+        self._run((id(bucket), has_momentum), lambda: cached(
+            sgd_kernel, block=bucket.block, dtype=dtype_name(bucket.dtype),
+            momentum=has_momentum), bucket.data, bucket.grad, buf, blocks, hp)
 
 
 class Adam(Optimizer):
@@ -68,6 +69,7 @@ class Adam(Optimizer):
 
     columns = ADAM_COLS
     decoupled = False
+    row_reads_step = True  # the bias corrections
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, *, maximize: bool = False):
@@ -81,9 +83,7 @@ class Adam(Optimizer):
         _need(g["eps"] >= 0, "eps must be >= 0", g["eps"])
         _need(g["weight_decay"] >= 0, "weight_decay must be >= 0", g["weight_decay"])
 
-    def _row(self, g: dict, st: dict, bucket, i: int) -> dict:
-        self._state_view(bucket, i, "exp_avg")
-        self._state_view(bucket, i, "exp_avg_sq")
+    def _row(self, g: dict, st: dict) -> dict:
         b1, b2 = g["betas"]
         t = st["step"]
         lr, wd = g["lr"], g["weight_decay"]
@@ -94,10 +94,15 @@ class Adam(Optimizer):
                     decay=1.0 - lr * wd if self.decoupled else 1.0,
                     maximize=float(g["maximize"]))
 
+    def _prepare(self, g: dict, st: dict, bucket, i: int) -> None:
+        self._state_view(bucket, i, "exp_avg")
+        self._state_view(bucket, i, "exp_avg_sq")
+
     def _launch(self, bucket, blocks: np.ndarray, hp: np.ndarray) -> None:
-        kernel = cached(adam_kernel, block=bucket.block, dtype=dtype_name(bucket.dtype))
-        launch(kernel, bucket.data, bucket.grad, bucket.state["exp_avg"],
-               bucket.state["exp_avg_sq"], blocks, hp)
+        self._run((id(bucket),), lambda: cached(adam_kernel, block=bucket.block,
+                                                dtype=dtype_name(bucket.dtype)),
+                  bucket.data, bucket.grad, bucket.state["exp_avg"], bucket.state["exp_avg_sq"],
+                  blocks, hp)
 
 
 class AdamW(Adam):

@@ -93,6 +93,25 @@ def test_replayed_steps_give_the_eager_bits_on_the_jit(make):
     assert len(set(float(v) for v in eager[0])) == len(data)  # the losses did change
 
 
+def test_replayed_gradients_are_written_by_their_kernels_into_the_flat_buffer():
+    from tilepy.models.replay_grads import bind
+
+    data = _batches(5)
+    with tilepy.backend("jit"):
+        (eager, replayed), step = _eager_vs_replay(_sgd_step, data)
+    for a, b in zip(eager, replayed):
+        assert _same_bits(a, b)
+    (graph,) = step._graphs.values()
+    binds = [call.args[0] for call, _ in graph.ops if getattr(call, "func", None) is bind]
+    opt = next(call.args[0] for call, _ in graph.ops if hasattr(call, "args") and call.args
+               and isinstance(call.args[0], optim.SGD))
+    (bucket,) = opt._buckets
+    # one operation binds all six gradients, none copied: the kernels wrote the views
+    assert len(binds) == 1 and len(binds[0]) == 6
+    assert all(src is None for _, _, src in binds[0])
+    assert all(p.grad is view for p, view in zip(bucket.params, bucket.grad_views))
+
+
 def test_replayed_steps_give_the_eager_bits_on_the_interpreter():
     data = _batches(5, batch=3, features=16)
     with tilepy.backend("interp"):
