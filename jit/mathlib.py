@@ -174,8 +174,9 @@ def numba_math() -> dict:
 
 
 def _horner(fma, coeffs: tuple):
-    """An njit polynomial with these (float64, lowest first) coefficients, Horner's
-    scheme in fma steps, written out (a loop over a tuple would not vectorise)."""
+    """An njit polynomial with these (lowest first) coefficients, of the fma's float type
+    (float64 or float32), Horner's scheme in fma steps, written out (a loop over a tuple
+    would not vectorise)."""
     import numba
 
     names = [f"c{i}" for i in range(len(coeffs))]
