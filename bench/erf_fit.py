@@ -1,9 +1,12 @@
 """Derivation and measurement of the float64 erf behind exact mode's float32 `T.erf`
-(jit/mathlib.py, _ERF_A and _ERF_B). Needs mpmath (`pip install mpmath`; not a tilepy
-dependency). Not a test.
+(jit/mathlib.py, _ERF_A and _ERF_B), and of fast mode's float32 erf (_ERF32_R, _ERF32_Q,
+_EXP32_E). `fit` and `check` need mpmath (`pip install mpmath`; not a tilepy dependency);
+`fit32` and `check32` need numpy and scipy only. Not a test.
 
     .venv/bin/python bench/erf_fit.py fit      # the coefficients, from Chebyshev interpolants
     .venv/bin/python bench/erf_fit.py check    # float64 ulps on samples; every float32 input
+    .venv/bin/python bench/erf_fit.py fit32    # fast mode's float32 coefficients
+    .venv/bin/python bench/erf_fit.py check32  # fast mode's erf on every float32 in [-4.5, 4.5]
 
 `fit` interpolates erf(sqrt(s)) / sqrt(s) on s in [0, 1] (degree 12) and erfcx = erfc e**s
 on |x| in [1, 4] (degree 22) at Chebyshev nodes in 60-digit arithmetic, prints each
@@ -146,4 +149,7 @@ def check() -> None:
 
 
 if __name__ == "__main__":
-    {"fit": fit, "check": check}[sys.argv[1] if len(sys.argv) > 1 else "check"]()
+    from erf_fit32 import check32, fit32
+
+    {"fit": fit, "check": check, "fit32": fit32, "check32": check32}[
+        sys.argv[1] if len(sys.argv) > 1 else "check"]()

@@ -174,8 +174,9 @@ def numba_math() -> dict:
 
 
 def _horner(fma, coeffs: tuple):
-    """An njit polynomial with these (float64, lowest first) coefficients, Horner's
-    scheme in fma steps, written out (a loop over a tuple would not vectorise)."""
+    """An njit polynomial with these (lowest first) coefficients, of the fma's float type
+    (float64 or float32), Horner's scheme in fma steps, written out (a loop over a tuple
+    would not vectorise)."""
     import numba
 
     names = [f"c{i}" for i in range(len(coeffs))]
@@ -232,28 +233,30 @@ _CLAMP2_32 = (-151.0, 129.0)
 # The op table's `fast` forms (ir/ops.py) call these for float32 results; their rows'
 # `fast_ulps` are the bounds tests/jit/test_vector_paths.py holds them to.
 
-# Fast mode's erf, computed in float64 and rounded once to float32 (so within 1 ulp: the
-# rounding's half plus an approximation error under 0.02 ulp). |x| <= 1: erf(x) = x P(x**2);
-# 1 < |x| <= 4: erf(x) = 1 - exp(-x**2) Q(|x|), Q approximating erfcx = erfc(x) exp(x**2),
-# smooth there; from 4 on erf(x) rounds to 1 in float32. P and Q are the power-basis
-# forms of the Chebyshev interpolants of erf(a)/a at a = sqrt((u + 1) / 2) (degree 7)
-# and of erfcx at a = 2.5 + 1.5 u (degree 12), u in [-1, 1], at Chebyshev nodes: relative
-# error 3.7e-11 (P) and absolute error 6.5e-10 (1 - exp Q) against scipy's erf. Unlike
-# libm's erf (a call per element) LLVM vectorises it: both branches are computed, one
-# selected.
-_ERF_P = (0.9654687386375693, -0.14053608902112205, 0.019852497722454336,
-          -0.0022854856122056623, 0.0002175119906223119, -1.7536914194322016e-05,
-          1.231639597866145e-06, -7.552377767244672e-08)
-_ERF_Q = (0.21080636406114378, -0.11152100511306068, 0.05611048818983867,
-          -0.027005716870637735, 0.012489520417554882, -0.005567380322574669,
-          0.002402487430649446, -0.0010170089408721998, 0.00041298692292686314,
-          -0.00014405779229644807, 5.6303575779264754e-05, -3.688891093328619e-05,
-          1.3365836121112716e-05)
+# Fast mode's erf (_ferf32), in float32 throughout so that LLVM packs 16 lanes, both ranges
+# computed and one selected; a = |x| clamped to 4 (float32 erf is 1 from 3.9192 on), s = a*a
+# rounded, the result given x's sign:
+#     a < 15/16:  erf = a + a R(s),             R ~ erf(a)/a - 1, degree 6 in s
+#     otherwise:  erf = 1 - e**-a**2 Q(a - mid), Q ~ erfcx = erfc e**a**2, degree 9
+# e**-a**2 = 2**n p(r): n = rint(-s / ln2), r = -s - n ln2 - (a*a - s), the fma remainder
+# a*a - s making r exact to float32's precision although s is rounded; p(r) = 1 + r +
+# r**2 E(r), E of degree 4 (|r| <= ln2/2, so 2**n p(r) is normal: n >= -23). The last steps
+# are single roundings (fma(a, R, a), fma(-2**n p, Q, 1)), and R and the e**-a**2 Q term are
+# small beside the result, so their own errors shrink in it. R, Q and E are weighted minimax
+# fits, rounded to float32 one coefficient at a time (bench/erf_fit32.py derives them):
+# every float32 in [-4.5, 4.5] is within 0.94 ulp of the true erf (bench/erf_fit.py check32).
+_ERF32_SPLIT, _ERF32_CLAMP, _ERF32_MID = 0.9375, 4.0, 2.46875
+_ERF32_R = (0.12837917, -0.3761263, 0.11283626, -0.026855737, 0.005192438, -0.0008050384,
+            8.000272e-05)
+_ERF32_Q = (0.21315426, -0.07593256, 0.025692044, -0.008312793, 0.0026572903,
+            -0.00066922745, 0.00023246626, -0.00016430601, -7.356083e-05, -3.262805e-05)
+_EXP32_E = (0.49999994, 0.16666521, 0.041668292, 0.008368719, 0.0013818726)
 
 
 @lru_cache(maxsize=None)
 def fast_numba_math() -> dict:
-    """Fast mode's float32 `exp` and `exp2` (njit, inlined into fast kernels).
+    """Fast mode's float32 `exp`, `exp2` (njit, inlined into fast kernels) and `erf`
+    (_fast_erf below).
 
     The same scheme as the float64 functions above, in float32 so that LLVM packs 16
     lanes instead of 8, with a degree-7 polynomial instead of degree 13:
@@ -312,26 +315,32 @@ def fast_numba_math() -> dict:
 
 
 def _fast_erf():
-    """Fast mode's erf for float32 x (njit, inlined; the scheme is at _ERF_P above)."""
+    """Fast mode's erf for float32 x (njit, inlined; the scheme is at _ERF32_R above)."""
     import numba
 
-    fma, _ = _fma_rint(64)
-    exp64 = numba_math()["_exp_to32"]
-    p0, p1, p2, p3, p4, p5, p6, p7 = _ERF_P
-    q0, q1, q2, q3, q4, q5, q6, q7, q8, q9, q10, q11, q12 = _ERF_Q
+    from tilepy.precision.bits import bits_f32, f32_bits
+
+    fma, rint = _fma_rint(32)
+    F = np.float32
+    poly_r, poly_q, poly_e = (_horner(fma, tuple(F(c) for c in cs))
+                              for cs in (_ERF32_R, _ERF32_Q, _EXP32_E))
+    split, clamp, mid, one = F(_ERF32_SPLIT), F(_ERF32_CLAMP), F(_ERF32_MID), F(1.0)
+    neg_inv_ln2, ln2_hi, ln2_lo = F(-1.0 / math.log(2.0)), F(_LN2_HI32), F(_LN2_LO32)
+    abs32, sign32, I23 = np.uint32(0x7FFFFFFF), np.uint32(0x80000000), np.int32(23)
 
     @numba.njit(inline="always")
     def ferf32(x):
-        a = min(abs(np.float64(x)), 4.0)
-        s = a * a  # exact: a has float32's 24 bits
-        u = 2.0 * s - 1.0
-        p = fma(fma(fma(fma(fma(fma(fma(p7, u, p6), u, p5), u, p4), u, p3), u, p2), u, p1),
-                u, p0)
-        v = (a - 2.5) * (1.0 / 1.5)
-        q = fma(fma(fma(fma(fma(fma(q12, v, q11), v, q10), v, q9), v, q8), v, q7), v, q6)
-        q = fma(fma(fma(fma(fma(fma(q, v, q5), v, q4), v, q3), v, q2), v, q1), v, q0)
-        y = a * p if a <= 1.0 else 1.0 - exp64(-s) * q
-        return np.float32(y if x >= 0 else -y)
+        xf = np.float32(x)
+        a = min(bits_f32(f32_bits(xf) & abs32), clamp)
+        s = a * a
+        small = fma(a, poly_r(s), a)
+        n = rint(s * neg_inv_ln2)  # in [-23, 0]: n * ln2_hi is exact
+        r = fma(-n, ln2_lo, fma(-n, ln2_hi, -s) - fma(a, a, -s))  # -a*a - n ln2
+        p = fma(r * r, poly_e(r), r) + one
+        e = bits_f32(np.uint32(f32_bits(p) + np.uint32(np.int32(n) << I23)))  # 2**n p
+        large = fma(-e, poly_q(a - mid), one)
+        y = small if a < split else large
+        return bits_f32(f32_bits(y) | (f32_bits(xf) & sign32))  # x's sign (erf(-0) is -0)
 
     return ferf32
 

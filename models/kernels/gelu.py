@@ -1,7 +1,10 @@
 """GELU (erf form) forward keeping the normal CDF its backward needs: `gelu_fwd` writes
 Y = gelu(x) and C = 0.5 * (1 + erf(x / sqrt 2)) in the compute dtype (float32 for narrow
 storage); `gelu_bwd` reads C instead of computing the erf again. Both inline the GELU
-macros of elementwise.py, as unary and unary_bwd do (so their bits)."""
+macros of elementwise.py, as unary and unary_bwd do (so their bits). Each element loop reads
+and writes the global arrays where they lie (converting to and from the compute dtype as
+unary's tile copies do; a load past the end gives 0 and a store there is skipped, as for
+those copies): no fragment to fill and copy out, which took about a third of the launch."""
 
 import tilepy
 import tilepy.language as T
@@ -22,15 +25,11 @@ def gelu_fwd(block=1024, dtype="float32"):
     def gelu_fwd(X: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype),
                  C: T.Tensor((n,), cd)):
         with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
-            x = T.alloc_fragment((block,), cd)
-            c = T.alloc_fragment((block,), cd)
-            T.copy(X[bx * block], x)
             for i in T.Parallel(block):
-                e1 = gelu_erf1(x[i])
-                c[i] = gelu_cdf(e1)
-                x[i] = gelu_value(x[i], e1)
-            T.copy(x, Y[bx * block])
-            T.copy(c, C[bx * block])
+                x = T.cast(X[bx * block + i], cd)
+                e1 = gelu_erf1(x)
+                C[bx * block + i] = gelu_cdf(e1)
+                Y[bx * block + i] = T.cast(gelu_value(x, e1), dtype)
 
     return gelu_fwd
 
@@ -43,14 +42,8 @@ def gelu_bwd(block=1024, dtype="float32"):
     def gelu_bwd(X: T.Tensor((n,), dtype), C: T.Tensor((n,), cd),
                  dY: T.Tensor((n,), dtype), dX: T.Tensor((n,), dtype)):
         with T.Kernel(T.ceildiv(n, block), threads=128) as bx:
-            x = T.alloc_fragment((block,), cd)
-            c = T.alloc_fragment((block,), cd)
-            g = T.alloc_fragment((block,), cd)
-            T.copy(X[bx * block], x)
-            T.copy(C[bx * block], c)
-            T.copy(dY[bx * block], g)
             for i in T.Parallel(block):
-                g[i] = gelu_grad(x[i], c[i], g[i])
-            T.copy(g, dX[bx * block])
+                j = bx * block + i
+                dX[j] = T.cast(gelu_grad(T.cast(X[j], cd), C[j], T.cast(dY[j], cd)), dtype)
 
     return gelu_bwd

@@ -256,7 +256,7 @@ FAST_CASES = {
     Op.SIGMOID: (lambda x: 1 / (1 + np.exp(-x)), -88.0, 104.0, [-88.0, -16.6433, 0.0, 17.0]),
     Op.ERF: (lambda x: _scipy_erf(x.astype(np.float64)).astype(np.longdouble), -4.5, 4.5,
              [0.0, -0.0, 1.0, -1.0, 1.0000001, 0.99999994, 3.9, 4.0, 50.0, -1e30, 1e-30,
-              1e-40, -1e-40]),
+              1e-40, -1e-40, 0.93749994, 0.9375, -0.9375, 0.9368423, 3.9192057, 3.919206]),
 }
 
 
@@ -291,6 +291,41 @@ def test_fast_float32_forms_are_within_their_rows_ulps(op):
     top = np.float32(np.finfo(np.float32).max)
     assert np.all((got[np.isinf(t32)] == np.inf) | (got[np.isinf(t32)] >= top))
     assert np.all(got[t32 == 0] <= np.float32(2.0 ** -148))
+
+
+@pytest.mark.exhaustive
+def test_fast_erf_is_within_its_rows_ulps_on_every_float32_argument():
+    """Every float32 x in [-4.5, 4.5] (beyond, |x| is clamped to 4, whose result is +-1:
+    the sampled test above checks it): fast mode's erf is odd bit for bit, and within the
+    ERF row's fast_ulps of libm's float64 erf (within a float64 ulp of the true value) in
+    units of the correctly rounded float32's ulp, as above (about a minute)."""
+    import math
+
+    import numba
+
+    ulps, each = OPS[Op.ERF].fast_ulps, _fast_form(Op.ERF)
+
+    @numba.njit
+    def worst(x, got):
+        w = 0.0
+        for i in range(x.shape[0]):
+            t = math.erf(np.float64(x[i]))
+            t32 = abs(np.float32(t))
+            if t32 != 0:
+                ulp = np.float64(np.nextafter(t32, np.float32(np.inf))) - np.float64(t32)
+                w = max(w, abs(np.float64(got[i]) - t) / ulp)
+        return w
+
+    top, chunk, err, odd = int(np.float32(4.5).view(np.uint32)), 1 << 24, 0.0, True
+    for s in range(0, top + 1, chunk):
+        x = np.arange(s, min(s + chunk, top + 1), dtype=np.uint32).view(np.float32)
+        got, neg = np.empty_like(x), np.empty_like(x)
+        each(x, got)
+        each(-x, neg)
+        odd &= bool(np.array_equal(bits(neg), bits(got) ^ np.uint32(0x80000000)))
+        err = max(err, worst(x, got))
+    assert odd
+    assert 0.5 < err <= ulps, err
 
 
 def test_exp_keeps_a_nan_payload_and_sign(exp_to32):
