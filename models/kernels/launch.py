@@ -226,7 +226,7 @@ def _launch(kernel, arrays) -> None:
         return
     if big is not _THREADS[2]:
         _threads(big)
-    if blas:  # BLAS's threads as _compile chose (docstring)
+    if blas:  # BLAS at one thread for the call (docstring)
         blas(fn, *arrays, *sizes)
     else:
         fn(*arrays, *sizes)
