@@ -70,7 +70,7 @@ def norm_affine_bwd(block_M=4, block_N=256, dtype="float32"):
 
 
 @tilepy.jit
-def col_sums(block_M=64, block_N=64, dtype="float32"):
+def col_sums(block_M=16, block_N=64, dtype="float32"):
     M, N = T.symbolic("M"), T.symbolic("N")
 
     @T.prim_func
@@ -83,13 +83,15 @@ def col_sums(block_M=64, block_N=64, dtype="float32"):
             sb = T.alloc_fragment((block_N,), dtype)
             T.clear(sw)
             T.clear(sb)
+            # rows past M load as 0; adding +0 changes no sum (one that starts at +0 is
+            # never -0), so the sums are those of the M rows, i ascending
             for k in T.serial(T.ceildiv(M, block_M)):
                 T.copy(G[k * block_M, bx * block_N], g)
                 T.copy(Xhat[k * block_M, bx * block_N], xh)
-                for i in T.serial(block_M):
-                    for j in T.Parallel(block_N):
-                        sb[j] = sb[j] + g[i, j]
-                        sw[j] = sw[j] + g[i, j] * xh[i, j]
+                T.reduce_sum(g, sb, dim=0, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    xh[i, j] = g[i, j] * xh[i, j]
+                T.reduce_sum(xh, sw, dim=0, clear=False)
             T.copy(sw, dW[bx * block_N])
             T.copy(sb, dB[bx * block_N])
 
