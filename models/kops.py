@@ -150,6 +150,14 @@ def gelu(x: np.ndarray) -> tuple:
     return out, cdf
 
 
+def gelu_bias(h: np.ndarray, b: np.ndarray) -> tuple:
+    """(gelu(h + b), its CDF) for a 2-d h and b of shape (h.shape[1],), with h + b
+    written into h (gelu_bwd's x): binary's then gelu()'s bits, in one launch."""
+    out, cdf = np.empty(h.shape, h.dtype), np.empty(h.shape, compute(h.dtype))
+    launch(kernel(G.gelu_bias_fwd, dtype=h.dtype), h, contiguous(b), out, cdf)
+    return out, cdf
+
+
 def gelu_bwd(x: np.ndarray, cdf: np.ndarray, g: np.ndarray) -> np.ndarray:
     """unary_bwd(x, _, g, "gelu")'s bits, reading gelu()'s CDF instead of an erf."""
     out = np.empty(x.shape, x.dtype)

@@ -47,3 +47,40 @@ def gelu_bwd(block=1024, dtype="float32"):
                 dX[j] = T.cast(gelu_grad(T.cast(X[j], cd), C[j], T.cast(dY[j], cd)), dtype)
 
     return gelu_bwd
+
+
+@tilepy.jit
+def gelu_bias_fwd(block_M=16, block_N=64, dtype="float32"):
+    """A linear layer's bias and GELU in one pass over its (M, N) output X: X = X + B
+    in place (B (N,) broadcast over the rows; binary_rows' bits, so rounded to the
+    storage dtype), then Y = gelu(X) and C its CDF from that stored value (gelu_fwd's)."""
+    M, N, cd = T.symbolic("M"), T.symbolic("N"), compute_dtype(dtype)
+
+    @T.prim_func
+    def gelu_bias_fwd(X: T.Tensor((M, N), dtype), B: T.Tensor((N,), dtype),
+                      Y: T.Tensor((M, N), dtype), C: T.Tensor((M, N), cd)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            x = T.alloc_fragment((block_M, block_N), cd)
+            b = T.alloc_fragment((block_N,), cd)
+            c = T.alloc_fragment((block_M, block_N), cd)
+            T.copy(X[by * block_M, bx * block_N], x)
+            T.copy(B[bx * block_N], b)
+            for i, j in T.Parallel(block_M, block_N):
+                x[i, j] = stored(x[i, j] + b[j], dtype, cd)
+            T.copy(x, X[by * block_M, bx * block_N])
+            for i, j in T.Parallel(block_M, block_N):
+                e1 = gelu_erf1(x[i, j])
+                c[i, j] = gelu_cdf(e1)
+                x[i, j] = gelu_value(x[i, j], e1)
+            T.copy(x, Y[by * block_M, bx * block_N])
+            T.copy(c, C[by * block_M, bx * block_N])
+
+    return gelu_bias_fwd
+
+
+@T.macro
+def stored(v, dtype, cd):
+    """v (computed in cd) as storing it in `dtype` leaves it, back in cd."""
+    if dtype == cd:
+        return v
+    return T.cast(T.cast(v, dtype), cd)

@@ -21,6 +21,28 @@ def tiles(n: int, fast: bool) -> dict:
     return {"block_M": 32 if fast else 16, "block_N": 64} if n <= 64 else {}
 
 
+@T.macro
+def norm_stats(X, x, total, mean, rstd, bx, eps, center, N, block_M, block_N, dtype):
+    """The row statistics of block bx: mean (times center), then total = the variance
+    about it and rstd = 1 / sqrt(var + eps); x is the tile buffer the rows stream through."""
+    T.clear(total)
+    for k in T.serial(T.ceildiv(N, block_N)):
+        T.copy(X[bx * block_M, k * block_N], x)
+        T.reduce_sum(x, total, dim=1, clear=False)
+    for i in T.Parallel(block_M):
+        mean[i] = center * (total[i] / T.cast(N, dtype))
+    T.clear(total)
+    for k in T.serial(T.ceildiv(N, block_N)):
+        T.copy(X[bx * block_M, k * block_N], x)
+        for i, j in T.Parallel(block_M, block_N):
+            d = x[i, j] - mean[i]
+            x[i, j] = T.if_then_else(k * block_N + j < N, d * d, 0.0)
+        T.reduce_sum(x, total, dim=1, clear=False)
+    for i in T.Parallel(block_M):
+        total[i] = total[i] / T.cast(N, dtype)
+        rstd[i] = 1.0 / T.sqrt(total[i] + eps)
+
+
 @tilepy.jit
 def row_norm_fwd(block_M=4, block_N=256, dtype="float32"):
     M, N = T.symbolic("M"), T.symbolic("N")
@@ -35,22 +57,7 @@ def row_norm_fwd(block_M=4, block_N=256, dtype="float32"):
             total = T.alloc_fragment((block_M,), dtype)
             mean = T.alloc_fragment((block_M,), dtype)
             rstd = T.alloc_fragment((block_M,), dtype)
-            T.clear(total)
-            for k in T.serial(T.ceildiv(N, block_N)):
-                T.copy(X[bx * block_M, k * block_N], x)
-                T.reduce_sum(x, total, dim=1, clear=False)
-            for i in T.Parallel(block_M):
-                mean[i] = center * (total[i] / T.cast(N, dtype))
-            T.clear(total)
-            for k in T.serial(T.ceildiv(N, block_N)):
-                T.copy(X[bx * block_M, k * block_N], x)
-                for i, j in T.Parallel(block_M, block_N):
-                    d = x[i, j] - mean[i]
-                    x[i, j] = T.if_then_else(k * block_N + j < N, d * d, 0.0)
-                T.reduce_sum(x, total, dim=1, clear=False)
-            for i in T.Parallel(block_M):
-                total[i] = total[i] / T.cast(N, dtype)
-                rstd[i] = 1.0 / T.sqrt(total[i] + eps)
+            norm_stats(X, x, total, mean, rstd, bx, eps, center, N, block_M, block_N, dtype)
             for k in T.serial(T.ceildiv(N, block_N)):
                 T.copy(X[bx * block_M, k * block_N], x)
                 for i, j in T.Parallel(block_M, block_N):
@@ -63,6 +70,49 @@ def row_norm_fwd(block_M=4, block_N=256, dtype="float32"):
     return row_norm_fwd
 
 
+@T.macro
+def norm_bwd_rows(Xhat, Rstd, G, W, Cfg, dX, bx, N, block_M, block_N, dtype):
+    """dX of block bx's rows from the normalised rows, rstd and the gradient g of xhat;
+    with a weight W (not None) the gradient of xhat * W is given, and g = G * W."""
+    center = Cfg[1]
+    g = T.alloc_fragment((block_M, block_N), dtype)
+    xh = T.alloc_fragment((block_M, block_N), dtype)
+    sum_g = T.alloc_fragment((block_M,), dtype)
+    sum_gx = T.alloc_fragment((block_M,), dtype)
+    rstd = T.alloc_fragment((block_M,), dtype)
+    T.clear(sum_g)
+    T.clear(sum_gx)
+    T.copy(Rstd[bx * block_M], rstd)
+    for k in T.serial(T.ceildiv(N, block_N)):
+        T.copy(G[bx * block_M, k * block_N], g)
+        weigh(W, g, k, block_M, block_N, dtype)
+        T.copy(Xhat[bx * block_M, k * block_N], xh)
+        T.reduce_sum(g, sum_g, dim=1, clear=False)
+        for i, j in T.Parallel(block_M, block_N):
+            xh[i, j] = g[i, j] * xh[i, j]
+        T.reduce_sum(xh, sum_gx, dim=1, clear=False)
+    for i in T.Parallel(block_M):
+        sum_g[i] = center * (sum_g[i] / T.cast(N, dtype))
+        sum_gx[i] = sum_gx[i] / T.cast(N, dtype)
+    for k in T.serial(T.ceildiv(N, block_N)):
+        T.copy(G[bx * block_M, k * block_N], g)
+        weigh(W, g, k, block_M, block_N, dtype)
+        T.copy(Xhat[bx * block_M, k * block_N], xh)
+        for i, j in T.Parallel(block_M, block_N):
+            g[i, j] = rstd[i] * (g[i, j] - sum_g[i] - xh[i, j] * sum_gx[i])
+        T.copy(g, dX[bx * block_M, k * block_N])
+
+
+@T.macro
+def weigh(W, g, k, block_M, block_N, dtype):
+    """g = g * W over chunk k's columns (nothing when W is None)."""
+    if W is not None:
+        w = T.alloc_fragment((block_N,), dtype)
+        T.copy(W[k * block_N], w)
+        for i, j in T.Parallel(block_M, block_N):
+            g[i, j] = g[i, j] * w[j]
+
+
 @tilepy.jit
 def row_norm_bwd(block_M=4, block_N=256, dtype="float32"):
     M, N = T.symbolic("M"), T.symbolic("N")
@@ -72,30 +122,6 @@ def row_norm_bwd(block_M=4, block_N=256, dtype="float32"):
                      G: T.Tensor((M, N), dtype), Cfg: T.Tensor((2,), dtype),
                      dX: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
-            center = Cfg[1]
-            g = T.alloc_fragment((block_M, block_N), dtype)
-            xh = T.alloc_fragment((block_M, block_N), dtype)
-            sum_g = T.alloc_fragment((block_M,), dtype)
-            sum_gx = T.alloc_fragment((block_M,), dtype)
-            rstd = T.alloc_fragment((block_M,), dtype)
-            T.clear(sum_g)
-            T.clear(sum_gx)
-            T.copy(Rstd[bx * block_M], rstd)
-            for k in T.serial(T.ceildiv(N, block_N)):
-                T.copy(G[bx * block_M, k * block_N], g)
-                T.copy(Xhat[bx * block_M, k * block_N], xh)
-                T.reduce_sum(g, sum_g, dim=1, clear=False)
-                for i, j in T.Parallel(block_M, block_N):
-                    xh[i, j] = g[i, j] * xh[i, j]
-                T.reduce_sum(xh, sum_gx, dim=1, clear=False)
-            for i in T.Parallel(block_M):
-                sum_g[i] = center * (sum_g[i] / T.cast(N, dtype))
-                sum_gx[i] = sum_gx[i] / T.cast(N, dtype)
-            for k in T.serial(T.ceildiv(N, block_N)):
-                T.copy(G[bx * block_M, k * block_N], g)
-                T.copy(Xhat[bx * block_M, k * block_N], xh)
-                for i, j in T.Parallel(block_M, block_N):
-                    g[i, j] = rstd[i] * (g[i, j] - sum_g[i] - xh[i, j] * sum_gx[i])
-                T.copy(g, dX[bx * block_M, k * block_N])
+            norm_bwd_rows(Xhat, Rstd, G, None, Cfg, dX, bx, N, block_M, block_N, dtype)
 
     return row_norm_bwd

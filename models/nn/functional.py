@@ -62,17 +62,43 @@ def _float(op: str, x: Tensor, like: Tensor) -> Tensor:
     return x
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: object = "linear"):
-    """x @ weight.T + bias; weight is (out_features, in_features)."""
+def _linear_input(x, weight: Tensor, who) -> Tensor:
     x = as_tensor(x)
-    out_f, in_f = weight.shape
+    in_f = weight.shape[1]
     if x.ndim < 1 or x.shape[-1] != in_f:
         raise model_error(f"{who}: expected input of shape (..., {in_f}); got {x.shape}")
-    x = _float(who, x, weight)
-    x2 = x.data.reshape(-1, in_f)
+    return _float(who, x, weight)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: object = "linear"):
+    """x @ weight.T + bias; weight is (out_features, in_features)."""
+    x = _linear_input(x, weight, who)
+    x2 = x.data.reshape(-1, weight.shape[1])
     y = K.matmul(x2, weight.data.T)
     if bias is not None:
         K.binary(y, bias.data, "add", out=y)
+    parents = (x, weight) if bias is None else (x, weight, bias)
+    return record(y.reshape(*x.shape[:-1], weight.shape[0]), parents,
+                  _linear_bwd(x, x2, weight, bias), "linear")
+
+
+def linear_gelu(x: Tensor, weight: Tensor, bias: Tensor, who: object = "linear"):
+    """gelu(linear(x, weight, bias)) as one op whose bias add and GELU are one launch
+    (models/kernels/gelu.py gelu_bias_fwd): the values and gradients of the two ops."""
+    x = _linear_input(x, weight, who)
+    if bias is None or bias.dtype != weight.dtype:
+        return gelu(linear(x, weight, bias, who))
+    x2 = x.data.reshape(-1, weight.shape[1])
+    h = K.matmul(x2, weight.data.T)
+    y, cdf = K.gelu_bias(h, bias.data)  # h is now h + bias, what GELU's backward reads
+    lin_bwd = _linear_bwd(x, x2, weight, bias)
+    return record(y.reshape(*x.shape[:-1], weight.shape[0]), (x, weight, bias),
+                  lambda g: lin_bwd(K.gelu_bwd(h, cdf, g)), "linear_gelu")
+
+
+def _linear_bwd(x: Tensor, x2: np.ndarray, weight: Tensor, bias):
+    """The gradients of x @ weight.T + bias from the output's gradient g."""
+    out_f = weight.shape[0]
 
     def bwd(g):
         g2 = g.reshape(-1, out_f)
@@ -85,8 +111,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, who: object = 
         gw = K.matmul(g2.T, x2) if weight.requires_grad else None
         gb = K.reduce(g2, (0,), "sum", False) if bias is not None else None
         return gx, gw, gb
-    parents = (x, weight) if bias is None else (x, weight, bias)
-    return record(y.reshape(*x.shape[:-1], out_f), parents, bwd, "linear")
+    return bwd
 
 
 def cross_entropy(logits: Tensor, target) -> Tensor:

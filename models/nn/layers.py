@@ -33,6 +33,17 @@ class Linear(Module):
         x = as_input(self, x, self.weight.dtype)
         return F.linear(x, self.weight, self.bias, who=self)
 
+    def fused_forward(self, x, following: list):
+        """In a Sequential: this layer and a GELU after it as one op, F.linear_gelu (the
+        bias add and GELU in one launch; same values and gradients): (its output, 2
+        modules taken), else None."""
+        if not following or type(following[0]) is not GELU or self.bias is None:
+            return None
+        self.note_call()
+        following[0].note_call()
+        x = as_input(self, x, self.weight.dtype)
+        return F.linear_gelu(x, self.weight, self.bias, who=self), 2
+
 
 class Conv2d(Module):
     """2-d convolution over NCHW input (square kernel, stride and padding; groups)."""

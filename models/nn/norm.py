@@ -1,7 +1,10 @@
 """The functional forms of normalisation, embedding and dropout (re-exported by
 nn.functional): layer_norm, rms_norm, batch_norm, embedding, dropout. Normalisation is the
-row kernels of models/kernels/norms.py (BatchNorm's channels moved to rows by a transpose);
-the affine weight and bias are the elementwise ops, so their gradients come from autograd.
+row kernels of models/kernels/norms.py (BatchNorm's channels moved to rows by a transpose).
+LayerNorm's and RMSNorm's weight and bias are applied in the normalising launch and their
+gradients are one column-sum launch (models/kernels/norm_affine.py) where x, weight and
+bias share a float32/float64 dtype; otherwise, and for BatchNorm, they are the elementwise
+ops, whose gradients come from autograd.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import dropout as D
 from tilepy.models.kernels import embedding as Em
+from tilepy.models.kernels import norm_affine as NA
 from tilepy.models.kernels import norms as N
 from tilepy.models.kernels.launch import fast_mode, launch
 from tilepy.models.kernels.record import contiguous, filled
@@ -59,10 +63,51 @@ def _check_last(who: str, x: Tensor, shape: tuple) -> int:
     return int(np.prod(shape))
 
 
+def _fusable(x: Tensor, shape: tuple, weight, bias) -> bool:
+    """Whether the affine map goes into the normalising launch: a weight (and bias, if
+    any) of the normalised shape and x's dtype, float32 or float64."""
+    if (not isinstance(weight, Tensor) or weight.shape != shape or weight.dtype != x.dtype
+            or is_narrow(x)):
+        return False
+    return bias is None or (isinstance(bias, Tensor) and bias.shape == shape
+                            and bias.dtype == x.dtype)
+
+
+def _normalize_affine(x: Tensor, n: int, eps: float, center: float, weight: Tensor,
+                      bias, name: str) -> Tensor:
+    """x normalised over its last n elements per row, times weight, plus bias when given:
+    one forward launch; the backward launches norm_affine_bwd for x and col_sums for
+    weight and bias, each only when needed."""
+    x2, dt = contiguous(x.data).reshape(-1, n), x.dtype
+    tiles = N.tiles(n, fast_mode())
+    cfg = K.const((eps, center), dt)
+    w = K.flat(weight.data)
+    y, xhat, rstd = np.empty(x2.shape, dt), np.empty(x2.shape, dt), np.empty(x2.shape[:1], dt)
+    launch(K.kernel(NA.norm_affine_fwd, dtype=dt, bias=bias is not None, **tiles), x2, w,
+           w if bias is None else K.flat(bias.data), cfg, y, xhat, rstd)
+    parents = (x, weight) if bias is None else (x, weight, bias)
+
+    def bwd(g):
+        g2 = contiguous(g).reshape(xhat.shape)
+        dx = dw = db = None
+        if x.requires_grad:
+            dx = np.empty(xhat.shape, dt)
+            launch(K.kernel(NA.norm_affine_bwd, dtype=dt, **tiles), xhat, rstd, g2, w, cfg, dx)
+            dx = dx.reshape(x.shape)
+        if any(p.requires_grad for p in parents[1:]):
+            dw, db = np.empty(weight.shape, dt), np.empty(weight.shape, dt)
+            launch(K.kernel(NA.col_sums, dtype=dt), g2, xhat, dw.reshape(-1), db.reshape(-1))
+        return (dx, dw, db)[:len(parents)]
+    return record(y.reshape(x.shape), parents, bwd, name)
+
+
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5,
                who: object = "layer_norm") -> Tensor:
     x, shape = as_tensor(x), tuple(normalized_shape)
-    y = _normalize_last(x, _check_last(who, x, shape), eps, 1.0)
+    n = _check_last(who, x, shape)
+    if _fusable(x, shape, weight, bias):
+        return _normalize_affine(x, n, eps, 1.0, weight, bias, "layer_norm")
+    y = _normalize_last(x, n, eps, 1.0)
     y = y * weight if weight is not None else y
     return y + bias if bias is not None else y
 
@@ -70,7 +115,10 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5,
 def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6,
              who: object = "rms_norm") -> Tensor:
     x, shape = as_tensor(x), tuple(normalized_shape)
-    y = _normalize_last(x, _check_last(who, x, shape), eps, 0.0)
+    n = _check_last(who, x, shape)
+    if _fusable(x, shape, weight, None):
+        return _normalize_affine(x, n, eps, 0.0, weight, None, "rms_norm")
+    y = _normalize_last(x, n, eps, 0.0)
     return y * weight if weight is not None else y
 
 

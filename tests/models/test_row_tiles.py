@@ -63,8 +63,10 @@ def test_layer_norm_and_a_mean_over_tokens_choose_the_narrow_tiles():
     x = Tensor(_rows(2 * 16, 64, 4).reshape(2, 16, 64), requires_grad=True)
     with tilepy.backend("interp"):
         ln(x).mean(1).sum().backward()
+        nn.functional.layer_norm(x, (64,)).sum().backward()  # no affine: the row kernels
     built = {(key[0].__name__ if hasattr(key[0], "__name__") else str(key[0]),
               dict(key[1:]).get("block_N")) for key in kops._KERNELS}
+    assert ("norm_affine_fwd", 64) in built and ("norm_affine_bwd", 64) in built
     assert ("row_norm_fwd", 64) in built and ("row_norm_bwd", 64) in built
     assert ("row_reduce", 16) in built
 
