@@ -1,10 +1,11 @@
 """GELU (erf form) forward keeping the normal CDF its backward needs: `gelu_fwd` writes
 Y = gelu(x) and C = 0.5 * (1 + erf(x / sqrt 2)) in the compute dtype (float32 for narrow
 storage); `gelu_bwd` reads C instead of computing the erf again. Both inline the GELU
-macros of elementwise.py, as unary and unary_bwd do (so their bits). Each element loop reads
-and writes the global arrays where they lie (converting to and from the compute dtype as
+macros of elementwise.py, as unary and unary_bwd do (so their bits). Their element loops read
+and write the global arrays where they lie (converting to and from the compute dtype as
 unary's tile copies do; a load past the end gives 0 and a store there is skipped, as for
-those copies): no fragment to fill and copy out, which took about a third of the launch."""
+those copies): no fragment to fill and copy out, which took about a third of the launch.
+`gelu_bias_fwd` (a Linear's bias, then GELU) works on 2-d row tiles."""
 
 import tilepy
 import tilepy.language as T
