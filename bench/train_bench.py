@@ -292,8 +292,8 @@ def main() -> int:
                     "(spinning), one with PASSIVE, or both (the default: read the better)")
     ap.add_argument("--tilepy-policy", choices=("passive", "default"), default="passive",
                     help="tilepy's OMP_WAIT_POLICY (written --tilepy-policy=default): PASSIVE "
-                    "(idle Numba workers sleep; whole-BLAS launches then use BLAS's threads) "
-                    "or libgomp's default (workers spin a while: faster on a quiet machine)")
+                    "(idle Numba workers sleep: each launch on the pool wakes them) or "
+                    "libgomp's default (workers spin a while: faster on a quiet machine)")
     ap.add_argument("--torch-threads", type=int, default=0,
                     help="torch's threads, if not --threads (torch's two-thread convolution "
                     "backward is far slower than its one-thread one on a busy machine)")
