@@ -56,6 +56,7 @@ def run(ops, policy: str, times: list | None) -> float:
     for i, (call, big) in enumerate(ops):
         if big is not None:
             want = 1 if policy == "T1" else 2 if policy == "all2" or big else 1
+            want = min(want, numba.config.NUMBA_NUM_THREADS)
             if want != current:
                 numba.set_num_threads(want)
                 current = want
@@ -78,7 +79,7 @@ def main() -> int:
     args = ap.parse_args()
     import numba
 
-    numba.set_num_threads(2)
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))  # T2 = T1 on one thread
     L._THREADS[2] = None  # the launch path sets its count again on its next launch
     with tilepy.backend("jit", fast=True) if args.fast else contextlib.nullcontext():
         ops, names = captured_ops(args.model)
