@@ -7,6 +7,8 @@ replayed in alternating rounds:
 `--pass rows` (the fifth pass): before, LayerNorm and the mean over tokens in the default
 256-wide row tiles. `--pass heads`: before, the attention's heads split and merged by
 copies (reshape, permute, packed_attention) instead of qkv_attention's in-place rows.
+`--pass mean`: before, the mean over tokens moves them last by a copy (no mid_sum).
+`--pass copies`: heads and mean together.
 Prints, per variant, the minimum over the rounds of the CPU time per step at one thread
 (`time.process_time`: the work) and of the wall time per step at two threads (one when
 NUMBA_NUM_THREADS=1). Not a test.
@@ -49,13 +51,18 @@ def _split_heads(qkv, heads, causal):
     return packed_attention(split, causal).permute(0, 2, 1, 3).reshape(n, length, e3 // 3)
 
 
-def before_heads(kind: str) -> list:
-    """The captured step's operations with the heads split and merged by copies."""
-    in_place, transformer.qkv_attention = transformer.qkv_attention, _split_heads
+def before_copies(kind: str, heads: bool, mean: bool) -> list:
+    """The captured step's operations with the heads split and merged by copies and/or
+    the mean over tokens summed after a transposed copy."""
+    in_place, columns = transformer.qkv_attention, kops.MID_SUM_COLUMNS
+    if heads:
+        transformer.qkv_attention = _split_heads
+    if mean:
+        kops.MID_SUM_COLUMNS = float("inf")
     try:
         ops, _ = S.captured_ops(kind)
     finally:
-        transformer.qkv_attention = in_place
+        transformer.qkv_attention, kops.MID_SUM_COLUMNS = in_place, columns
     return ops
 
 
@@ -84,13 +91,18 @@ def main() -> int:
     ap.add_argument("--fast", action="store_true")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--pass", dest="which", choices=("rows", "heads"), default="rows")
+    ap.add_argument("--pass", dest="which", choices=("rows", "heads", "mean", "copies"),
+                    default="rows")
     args = ap.parse_args()
     import numba
 
     two = min(2, numba.config.NUMBA_NUM_THREADS)
     numba.set_num_threads(two)
-    before = before_heads if args.which == "heads" else before_ops
+    if args.which == "rows":
+        before = before_ops
+    else:
+        heads, mean = args.which in ("heads", "copies"), args.which in ("mean", "copies")
+        before = lambda kind: before_copies(kind, heads, mean)  # noqa: E731
     with tilepy.backend("jit", fast=True) if args.fast else contextlib.nullcontext():
         variants = {"before": before("transformer"),
                     "after": S.captured_ops("transformer")[0]}
@@ -105,7 +117,7 @@ def main() -> int:
     print(f"transformer {mode} ({args.which}), load {os.getloadavg()[0]:.2f}, "
           f"min of {args.rounds} rounds of {args.steps} replayed steps, ms/step:")
     for name in variants:
-        print(f"  {name:7s} one thread CPU {cpu1[name] * 1e3:7.3f}   two threads wall "
+        print(f"  {name:7s} one thread CPU {cpu1[name] * 1e3:7.3f}   {two} threads wall "
               f"{wall2[name] * 1e3:7.3f}")
     return 0
 
