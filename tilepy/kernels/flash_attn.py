@@ -296,8 +296,9 @@ def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=Fal
             first = T.if_then_else(Flags[0] != 0, T.max(k0 - shift, 0) // block, 0)
             for g in T.serial(group):
                 qoff, qst = row_offset(Flags[1], b, by * group + g, heads, CuQ[b], nq)
-                if pitch:
+                if pitch:  # q's rows in the projection; the head's dQ partials in a row
                     ioff, ist = row_offset(Flags[1], b, by * group + g, pitch, CuQ[b], nq)
+                    poff = CuQ[b] * heads + (by * group + g) * nq
                 for qb in T.serial(first, T.ceildiv(nq, block)):
                     if pitch:  # q's rows in the packed projection
                         _load_rows(Q_s, Q, ioff, ist, qb * block, nq, block, dim)
@@ -312,7 +313,9 @@ def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=Fal
                     if dq_parts:
                         T.gemm(dP, K_s, dq_l, clear_accum=True)
                         for i, d in T.Parallel(block, dim):
-                            if qb * block + i < nq:
+                            if qb * block + i < nq and pitch:
+                                DQP[k0 // block, poff + qb * block + i, d] = dq_l[i, d]
+                            elif qb * block + i < nq:
                                 DQP[k0 // block, qoff + (qb * block + i) * qst, d] = dq_l[i, d]
             _store_rows(dK, dK_l, koff, kst, k0, nk, block, dim, sm)
             _store_rows(dV, dV_l, koff, kst, k0, nk, block, dim, 1.0)
@@ -376,9 +379,13 @@ def attention_dq_sum(heads, dim, block=64, dtype="float32", pitch=0):
             T.clear(acc)
             # the KV tiles attention_dkdv wrote for this query tile
             seen = _keys_seen(Flags[0], q0 + block, nk, causal_shift(Flags[0], nq, nk))
+            if pitch:  # attention_dkdv's partials of the head's rows, in a row
+                poff = CuQ[b] * heads + by * nq + q0
             for kt in T.serial(T.ceildiv(seen, block)):
                 for i, d in T.Parallel(block, dim):
-                    if q0 + i < nq:
+                    if q0 + i < nq and pitch:
+                        acc[i, d] = acc[i, d] + DQP[kt, poff + i, d]
+                    elif q0 + i < nq:
                         acc[i, d] = acc[i, d] + DQP[kt, qoff + (q0 + i) * qst, d]
             if pitch:  # q's rows in the packed projection's gradient
                 ioff, ist = row_offset(Flags[1], b, by, pitch, CuQ[b], nq)
