@@ -18,9 +18,11 @@ row that sees no key (bottom-right with Lq > Lk) gets o = 0 and lse = -inf, and 
 backward treats it as a padding row (P = 0: zero gradients). Inputs may be float32,
 bfloat16 or float16; every sum is
 accumulated in float32 and P, dP, dS stay float32 in the backward's gemms.
-`pitch` (build-time, attention_fwd/_dkdv/_dq_sum): Q, K and V (and dQ, dK, dV) are views
-of one packed qkv projection, tokens `pitch` rows apart (attn_layout.packed_views), while
-O, LSE, dO and Delta keep the variable-length layout: no head split or merge is copied.
+`pitch` (build-time, attention_fwd/_dkdv/_dq_sum; the variable-length layout, Flags[1] =
+1): Q, K and V (and dQ, dK, dV) are views of one packed qkv projection, tokens `pitch`
+rows apart (attn_layout.packed_views), while
+O, LSE, dO and Delta keep the variable-length layout (the dQ partials: each head's rows in
+a row): no head split or merge is copied.
 """
 
 import math
