@@ -6,7 +6,8 @@ with the row logsumexp, backward recomputing P; float32 accumulation), self- and
 cross-attention alike (L queries, S keys, causal top-left aligned as torch SDPA's
 is_causal); other dtypes (float64: finite differences) are composed: scores = q @ k^T *
 scale (+ a causal mask of -inf), softmax, @ v, each a
-kernel forward and backward.
+kernel forward and backward. qkv_attention reads a (N, L, 3E) qkv projection in place
+(no head split or merge copied); packed_attention takes the heads already split.
 """
 
 from __future__ import annotations
