@@ -29,7 +29,6 @@ import tilepy  # noqa: E402
 from tilepy.models.kernels import launch as L  # noqa: E402
 
 POLICIES = ("T1", "T2", "all2")
-_TWO = 2  # the thread count of T2's big launches and all2's
 
 
 def captured_ops(kind: str):
@@ -56,7 +55,8 @@ def run(ops, policy: str, times: list | None) -> float:
     t_all = time.perf_counter()
     for i, (call, big) in enumerate(ops):
         if big is not None:
-            want = 1 if policy == "T1" else _TWO if policy == "all2" or big else 1
+            want = 1 if policy == "T1" else 2 if policy == "all2" or big else 1
+            want = min(want, numba.config.NUMBA_NUM_THREADS)
             if want != current:
                 numba.set_num_threads(want)
                 current = want
@@ -79,9 +79,7 @@ def main() -> int:
     args = ap.parse_args()
     import numba
 
-    global _TWO
-    _TWO = min(2, numba.config.NUMBA_NUM_THREADS)  # 1 under NUMBA_NUM_THREADS=1
-    numba.set_num_threads(_TWO)
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))  # T2 = T1 on one thread
     L._THREADS[2] = None  # the launch path sets its count again on its next launch
     with tilepy.backend("jit", fast=True) if args.fast else contextlib.nullcontext():
         ops, names = captured_ops(args.model)

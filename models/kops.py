@@ -15,6 +15,7 @@ from tilepy.models.kernels import elementwise as E
 from tilepy.models.kernels import gelu as G
 from tilepy.models.kernels.launch import fast_mode, launch, set_grain
 from tilepy.models.kernels.record import contiguous
+from tilepy.models.kernels.reduce import mid_sum
 
 _CODES: dict[int, np.ndarray] = {}
 
@@ -258,6 +259,19 @@ def _move_last(x: np.ndarray, axes: tuple) -> np.ndarray:
     return moved.reshape(rows, -1)
 
 
+MID_SUM_COLUMNS = 32  # trailing elements from which a middle-axis sum is read in place
+
+
+def _mid_sum(x: np.ndarray, axis: int) -> np.ndarray:
+    """The sum over one middle axis with row_reduce2d(_move_last(...))'s bits, reading x
+    in place (no transposed copy): kernels/reduce.py mid_sum."""
+    c = compute(x.dtype)
+    x3 = contiguous(x).reshape(math.prod(x.shape[:axis]), x.shape[axis], -1)
+    out = np.empty((x3.shape[0], x3.shape[2]), c)
+    launch(kernel(mid_sum, dtype=x.dtype, out_dtype=c), x3, out)
+    return convert(out, x.dtype)
+
+
 def reduce(x: np.ndarray, axes: tuple, kind: str, keepdims: bool) -> np.ndarray:
     """sum or max over `axes` (a tuple of non-negative axes), via row reductions; in fast
     mode a sum over leading axes (a bias's gradient) is a row of ones times x as a matrix,
@@ -266,6 +280,9 @@ def reduce(x: np.ndarray, axes: tuple, kind: str, keepdims: bool) -> np.ndarray:
     if kind == "sum" and 0 < k < x.ndim and axes == tuple(range(k)) and fast_mode():
         x2 = contiguous(x).reshape(-1, math.prod(x.shape[k:]))
         out = matmul(ones((1, x2.shape[0]), x.dtype), x2)
+    elif kind == "sum" and k == 1 and 0 < axes[0] < x.ndim - 1 and \
+            math.prod(x.shape[axes[0] + 1:]) >= MID_SUM_COLUMNS:
+        out = _mid_sum(x, axes[0])
     else:
         out = row_reduce2d(_move_last(x, axes), kind)
     shape = [1 if i in axes else n for i, n in enumerate(x.shape)]

@@ -1,6 +1,8 @@
 """The backward of a row max: dX[i, j] = g[i] / count_i where X[i, j] equals the row's max
 m[i] (count_i elements do), else 0, so ties share the gradient equally (torch.amax's rule).
-Rows stream in chunks of block_N: one pass counts, a second writes.
+Rows stream in chunks of block_N: one pass counts, a second writes. And `mid_sum`: a sum
+over the middle axis of (B, M, N) read in place (a mean over tokens), the bits of the
+library row_reduce on the axis moved last, without the copy that moves it.
 """
 
 import numpy as np
@@ -45,3 +47,24 @@ def max_bwd(x: np.ndarray, m: np.ndarray, g: np.ndarray) -> np.ndarray:
     out = np.empty(x.shape, x.dtype)
     launch(row_max_bwd(dtype=x.dtype.name), x, m, g, out)
     return out
+
+
+@tilepy.jit
+def mid_sum(block_N=64, dtype="float32", out_dtype="float32"):
+    """out[b, j] = 0 + X[b, 0, j] + X[b, 1, j] + ... (i ascending, in out_dtype): the
+    library row_reduce's sum of the rows of X moved to (B, N, M) (it starts from 0 and
+    adds each row's elements in order; its padding adds +0, which changes no such sum)."""
+    B, M, N = T.symbolic("B"), T.symbolic("M"), T.symbolic("N")
+
+    @T.prim_func
+    def mid_sum(X: T.Tensor((B, M, N), dtype), out: T.Tensor((B, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), B, threads=128) as (bx, by):
+            r = T.alloc_fragment((block_N,), out_dtype)
+            T.clear(r)
+            for i in T.serial(M):
+                for j in T.Parallel(block_N):
+                    r[j] = r[j] + T.cast(X[by, i, bx * block_N + j], out_dtype)
+            for j in T.Parallel(block_N):
+                out[by, bx * block_N + j] = r[j]
+
+    return mid_sum

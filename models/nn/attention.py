@@ -6,7 +6,8 @@ with the row logsumexp, backward recomputing P; float32 accumulation), self- and
 cross-attention alike (L queries, S keys, causal top-left aligned as torch SDPA's
 is_causal); other dtypes (float64: finite differences) are composed: scores = q @ k^T *
 scale (+ a causal mask of -inf), softmax, @ v, each a
-kernel forward and backward.
+kernel forward and backward. qkv_attention reads a (N, L, 3E) qkv projection in place
+(no head split or merge copied); packed_attention takes the heads already split.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from tilepy.models import kops as K
 from tilepy.models.errors import model_error
 from tilepy.models.kernels import attention as A
 from tilepy.models.kernels import record as hooks
-from tilepy.models.kernels.flash import flash_backward, flash_forward
+from tilepy.models.kernels.flash import (
+    flash_backward,
+    flash_forward,
+    packed_backward,
+    packed_forward,
+    packed_plan,
+)
 from tilepy.models.kernels.launch import launch
 from tilepy.models.ops import as_tensor, in_float32, is_narrow, record
 from tilepy.models.tensor import Tensor
@@ -99,9 +106,12 @@ def _block(q4: np.ndarray, k4: np.ndarray) -> int:
     in one such tile and the work is large enough to pay for its compiles. One tile
     covers all keys either way, and the larger tile only adds masked columns (zeros in
     every sum), so the results are the same bits."""
-    if max(q4.shape[-2], k4.shape[-2]) <= SMALL_BLOCK and q4.size // q4.shape[-1] >= SMALL_ROWS:
-        return SMALL_BLOCK
-    return 64
+    return _tile(max(q4.shape[-2], k4.shape[-2]), q4.size // q4.shape[-1])
+
+
+def _tile(length: int, rows: int) -> int:
+    """_block's tile for sequences of at most `length` and `rows` query rows in all."""
+    return SMALL_BLOCK if length <= SMALL_BLOCK and rows >= SMALL_ROWS else 64
 
 
 def _flash(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
@@ -133,6 +143,32 @@ def packed_attention(qkv: Tensor, is_causal: bool = False) -> Tensor:
                                packed=True)
         return (grads.reshape(qkv.shape),)
     return record(o.reshape(qkv.shape[1:]), (qkv,), bwd, "attention")
+
+
+def qkv_attention(qkv, heads: int, is_causal: bool = False) -> Tensor:
+    """Self-attention on a packed (N, L, 3E) qkv projection (q, k and v of each token side
+    by side, `heads` heads of E / heads features) -> (N, L, E) with the heads merged: the
+    values and gradient of splitting the heads (reshape to (N, L, 3, heads, d), permute
+    to (3, N, heads, L, d)), packed_attention, and merging them back, without those
+    copies: the flash kernels read the projection's rows and write their outputs in
+    place (one op: its gradient is (N, L, 3E) as the projection's)."""
+    qkv = as_tensor(qkv)
+    if qkv.ndim != 3 or qkv.shape[2] % (3 * heads):
+        raise model_error(f"qkv_attention: expected a (N, L, 3E) projection with E a "
+                          f"multiple of heads={heads}; got {qkv.shape}")
+    n, length, e3 = qkv.shape
+    b = _tile(length, n * length * heads)
+    if K.dtype_name(qkv.dtype) not in FLASH_DTYPES or \
+            packed_plan(qkv.data, heads, is_causal, b).parts is None:
+        split = qkv.reshape(n, length, 3, heads, e3 // (3 * heads)).permute(2, 0, 3, 1, 4)
+        y = packed_attention(split, is_causal)
+        return y.permute(0, 2, 1, 3).reshape(n, length, e3 // 3)
+    data = hooks.contiguous(qkv.data)
+    o, lse = packed_forward(data, heads, is_causal, b)
+
+    def bwd(g):
+        return (packed_backward(data, o, lse, g, heads, is_causal, b),)
+    return record(o, (qkv,), bwd, "attention")
 
 
 def _composed(q: Tensor, k: Tensor, v: Tensor, is_causal: bool) -> Tensor:

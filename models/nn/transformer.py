@@ -11,7 +11,7 @@ import numpy as np
 from tilepy.models.errors import model_error
 from tilepy.models.nn import functional as F
 from tilepy.models.nn import init
-from tilepy.models.nn.attention import packed_attention
+from tilepy.models.nn.attention import qkv_attention
 from tilepy.models.nn.layers import GELU, Dropout, LayerNorm, Linear, ReLU, RMSNorm
 from tilepy.models.nn.module import Module, Sequential, as_input
 from tilepy.models.tensor import Parameter, Tensor
@@ -25,16 +25,15 @@ def multi_head_attention(query: Tensor, key: Tensor, value: Tensor, num_heads: i
     merge heads, project out. One projection when query, key and value are one tensor."""
     n, length, e = query.shape
     d = e // num_heads
-    if query is key and key is value:
-        qkv = F.linear(query, in_weight, in_bias).reshape(n, length, 3, num_heads, d)
-        y = packed_attention(qkv.permute(2, 0, 3, 1, 4), is_causal)
-    else:
-        parts = []
-        for i, x in enumerate((query, key, value)):
-            b = None if in_bias is None else in_bias[i * e:(i + 1) * e]
-            y = F.linear(x, in_weight[i * e:(i + 1) * e], b)
-            parts.append(y.reshape(n, x.shape[1], num_heads, d).permute(0, 2, 1, 3))
-        y = F.scaled_dot_product_attention(*parts, is_causal=is_causal)
+    if query is key and key is value:  # the heads are split and merged in place
+        y = qkv_attention(F.linear(query, in_weight, in_bias), num_heads, is_causal)
+        return F.linear(y, out_weight, out_bias)
+    parts = []
+    for i, x in enumerate((query, key, value)):
+        b = None if in_bias is None else in_bias[i * e:(i + 1) * e]
+        y = F.linear(x, in_weight[i * e:(i + 1) * e], b)
+        parts.append(y.reshape(n, x.shape[1], num_heads, d).permute(0, 2, 1, 3))
+    y = F.scaled_dot_product_attention(*parts, is_causal=is_causal)
     return F.linear(y.permute(0, 2, 1, 3).reshape(n, length, e), out_weight, out_bias)
 
 

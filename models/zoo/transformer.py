@@ -13,7 +13,7 @@ import numpy as np
 from tilepy.models import Parameter, Tensor, nn
 from tilepy.models.errors import model_error
 from tilepy.models.nn import init
-from tilepy.models.nn.attention import packed_attention
+from tilepy.models.nn.attention import qkv_attention
 from tilepy.models.ops import as_tensor
 from tilepy.models.zoo.checks import expect_shape
 
@@ -75,8 +75,8 @@ def mlp_mixer(in_channels: int = 1, image: int = 8, patch: int = 2, width: int =
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention: one Linear makes q, k and v, heads are split by a
-    reshape and permute, attention (packed_attention), heads merged, an output Linear."""
+    """Multi-head self-attention: one Linear makes q, k and v, attention per head on its
+    rows (qkv_attention: the heads' split and merge are not copied), an output Linear."""
 
     def __init__(self, width: int, heads: int, causal: bool = False, dtype=np.float32):
         super().__init__()
@@ -85,10 +85,7 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(width, width, dtype=dtype)
 
     def forward(self, x):
-        n, t, d = x.shape
-        qkv = self.qkv(x).reshape(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = packed_attention(qkv, is_causal=self.causal)  # attention to qkv[0], [1], [2]
-        return self.proj(y.permute(0, 2, 1, 3).reshape(n, t, d))
+        return self.proj(qkv_attention(self.qkv(x), self.heads, is_causal=self.causal))
 
 
 class Block(nn.Module):

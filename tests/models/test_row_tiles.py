@@ -68,7 +68,11 @@ def test_layer_norm_and_a_mean_over_tokens_choose_the_narrow_tiles():
               dict(key[1:]).get("block_N")) for key in kops._KERNELS}
     assert ("norm_affine_fwd", 64) in built and ("norm_affine_bwd", 64) in built
     assert ("row_norm_fwd", 64) in built and ("row_norm_bwd", 64) in built
-    assert ("row_reduce", 16) in built
+    assert ("mid_sum", None) in built  # the mean over tokens reads them in place
+    with tilepy.backend("interp"):
+        kops.row_reduce2d(_rows(5, 16, 4), "sum")
+    assert ("row_reduce", 16) in {(getattr(key[0], "__name__", ""), dict(key[1:]).get("block_N"))
+                                  for key in kops._KERNELS}
 
 
 @pytest.mark.exhaustive
@@ -80,6 +84,56 @@ def test_jit_narrow_row_tiles_give_the_interpreters_bits():
         got = _norm(x, g, **N.tiles(64, False)) + (kops.row_reduce2d(x[:, :16], "sum"),)
     for a, b in zip(want, got):
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def _middle(shape, axis, dtype, seed):
+    x = _rows(int(np.prod(shape[:axis + 1])), int(np.prod(shape[axis + 1:])), seed)
+    x[4, :3] = [np.inf, -np.inf, np.nan]
+    return x.reshape(shape).astype(dtype)
+
+
+def _moved_sum(x, axis):
+    """The sum over `axis` as it was computed before mid_sum: moved last, row_reduce."""
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    return kops.row_reduce2d(kops._move_last(x, (axis,)), "sum").reshape(shape)
+
+
+def test_a_sum_over_a_middle_axis_is_read_in_place_with_the_moved_rows_bits():
+    """A sum (a mean over tokens) over one middle axis with 32+ elements after it runs
+    mid_sum on x as it lies: the bits of row_reduce on the axis moved last (signed zeros,
+    infinities, NaN; float32 and bfloat16, tiles cut at the edge), and no host copy."""
+    import ml_dtypes
+
+    from tilepy.models.kernels import record as hooks
+    from tilepy.models.replay import Recording
+
+    for shape, axis, dt in (((4, 16, 64), 1, np.float32), ((2, 3, 7, 40), 2, np.float32),
+                            ((3, 9, 70), 1, ml_dtypes.bfloat16), ((5, 33, 2, 20), 1, np.float32)):
+        x = _middle(shape, axis, dt, 7)
+        with tilepy.backend("interp"):
+            want = _moved_sum(x, axis)
+            rec = Recording()
+            hooks.ACTIVE.append(rec)
+            try:
+                got = kops.reduce(x, (axis,), "sum", False)
+            finally:
+                hooks.ACTIVE.remove(rec)
+        assert [(s[0], s[1].func.name) for s in rec.steps] == [("launch", "mid_sum")] + \
+            ([("launch", "convert")] if dt != np.float32 else [])
+        assert got.dtype == x.dtype and got.tobytes() == want.tobytes()
+    kops._KERNELS.clear()
+    with tilepy.backend("interp"):  # fewer than 32 elements after the axis: moved, as before
+        kops.reduce(_middle((3, 4, 5), 1, np.float32, 8), (1,), "sum", False)
+    assert {k[0].__name__ for k in kops._KERNELS} == {"row_reduce"}
+
+
+def test_jit_mid_sum_gives_the_interpreters_bits():
+    x = _middle((6, 17, 70), 1, np.float32, 9)
+    with tilepy.backend("interp"):
+        want = kops.reduce(x, (1,), "sum", False)
+    with tilepy.backend("jit"):
+        got = kops.reduce(x, (1,), "sum", False)
+    assert got.tobytes() == want.tobytes() and np.isnan(got).any()
 
 
 def test_row_broadcast_launches_stay_on_one_thread_up_to_2_to_the_19_elements():

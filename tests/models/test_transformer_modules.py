@@ -159,3 +159,74 @@ def test_packed_attention_is_the_three_selections_bits_without_summing_their_gra
     assert "binary" not in rec and rec["attention_dkdv"][0] == 1
     assert got.numpy().tobytes() == want.numpy().tobytes()
     assert b.grad.tobytes() == a.grad.tobytes()
+
+
+def _split_heads_attention(qkv, heads, causal):
+    """qkv_attention as composed before it: heads split by a copy, merged by another."""
+    from tilepy.models.nn.attention import packed_attention
+
+    n, length, e3 = qkv.shape
+    split = qkv.reshape(n, length, 3, heads, e3 // (3 * heads)).permute(2, 0, 3, 1, 4)
+    return packed_attention(split, causal).permute(0, 2, 1, 3).reshape(n, length, e3 // 3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_qkv_attention_is_the_split_heads_bits_without_copying_heads(causal):
+    """qkv_attention reads the (N, L, 3E) projection's rows in place: the output and the
+    qkv gradient are the split-heads path's bits (float32 and bfloat16, 64-row tiles
+    with a partial tile and the 16-row tiles of short sequences), and it records no host
+    copy (the split and merge copies are gone)."""
+    import ml_dtypes
+
+    from tilepy.models.kernels import record as hooks
+    from tilepy.models.nn.attention import qkv_attention
+    from tilepy.models.replay import Recording
+
+    rng = np.random.default_rng(11)
+    for n, length, heads, d, dt in ((2, 70, 2, 8, np.float32), (3, 5, 3, 4, ml_dtypes.bfloat16),
+                                    (256, 4, 4, 2, np.float32)):
+        x = rng.standard_normal((n, length, 3 * heads * d)).astype(dt)
+        g = rng.standard_normal((n, length, heads * d)).astype(dt)
+        a, b = Tensor(x.copy(), requires_grad=True), Tensor(x.copy(), requires_grad=True)
+        want = _split_heads_attention(a, heads, causal)
+        want.backward(g)
+        rec = Recording()
+        hooks.ACTIVE.append(rec)
+        try:
+            got = qkv_attention(b, heads, is_causal=causal)
+            got.backward(g)
+        finally:
+            hooks.ACTIVE.remove(rec)
+        kinds = [s[0] for s in rec.steps]  # fwd; delta, dkdv, dq_sum; b.grad bound
+        assert kinds == ["launch"] * 4 + ["grad"]
+        assert got.shape == (n, length, heads * d) and b.grad.shape == x.shape
+        assert got.numpy().tobytes() == want.numpy().tobytes()
+        assert b.grad.tobytes() == a.grad.tobytes() and np.abs(b.grad).sum() > 0
+
+
+@pytest.mark.exhaustive  # compiles the packed flash kernels (exact and fast)
+def test_qkv_attention_on_the_jit_gives_the_interpreters_bits_and_fast_mode_is_close():
+    """The packed kernels on the JIT: exact mode gives the interpreter's bits; fast mode
+    (its loops compiled with contraction and reassociation, so other addresses may move a
+    last bit) stays within float32 rounding of the interpreter, as the split path's."""
+    from tilepy.models.nn.attention import qkv_attention
+
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 70, 3 * 2 * 8)).astype(np.float32)
+    g = rng.standard_normal((2, 70, 2 * 8)).astype(np.float32)
+
+    def run(f, **backend):
+        t = Tensor(x.copy(), requires_grad=True)
+        with tilepy.backend(**backend):
+            y = f(t, 2, True)
+            y.backward(g)
+        return y.numpy(), t.grad
+
+    ref = run(qkv_attention, name="interp")
+    exact = run(qkv_attention, name="jit")
+    fast, fast_split = run(qkv_attention, name="jit", fast=True), \
+        run(_split_heads_attention, name="jit", fast=True)
+    for a, b, c, d in zip(ref, exact, fast, fast_split):
+        assert a.tobytes() == b.tobytes()
+        np.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(c, d, rtol=1e-5, atol=1e-6)

@@ -4,7 +4,10 @@ viewed as 2-d arrays of rows of length dim, and a host-side table lists the quer
 - fixed length, (batch, heads, seq, dim) as torch SDPA: row(b, h, s) = (b*H + h)*S + s,
   S the query or the key length (they may differ);
 - variable length, packed (total, heads, dim) with cu_seqlens (flash-attn's varlen form,
-  cu_seqlens_k for keys of other lengths): row(b, h, s) = (cu[b] + s)*H + h.
+  cu_seqlens_k for keys of other lengths): row(b, h, s) = (cu[b] + s)*H + h;
+- a packed qkv projection (tokens, H + 2 Hkv, dim), as a (N, L, 3E) linear layer gives
+  it: q, k and v are views (packed_views) whose rows are H + 2 Hkv apart (the kernels'
+  `pitch`); the outputs keep the variable-length layout.
 A tile table row (b, s0) is one tile of `block` rows of sequence b starting at s0, so the
 grid covers only real rows however unequal the lengths are.
 """
@@ -23,6 +26,15 @@ def row_offset(varlen, b, h, heads: int, start, n):
 
     return (T.if_then_else(varlen != 0, start * heads + h, (b * heads + h) * n),
             T.if_then_else(varlen != 0, heads, 1))
+
+
+def packed_views(rows: np.ndarray, heads: int, kv_heads: int) -> tuple:
+    """(Q, K, V): row views of a packed projection's rows (tokens, heads + 2 kv_heads,
+    dim) as (rows, dim), q, k and v of a token side by side; each view starts at its
+    first row (K and V of one length). The inputs (and, on the gradient's rows, the
+    outputs) of the flash kernels built with pitch = heads + 2 kv_heads."""
+    end = rows.shape[0] - kv_heads
+    return rows, rows[heads:end], rows[heads + kv_heads:]
 
 
 def tile_table(lengths: np.ndarray, block: int) -> np.ndarray:

@@ -18,6 +18,11 @@ row that sees no key (bottom-right with Lq > Lk) gets o = 0 and lse = -inf, and 
 backward treats it as a padding row (P = 0: zero gradients). Inputs may be float32,
 bfloat16 or float16; every sum is
 accumulated in float32 and P, dP, dS stay float32 in the backward's gemms.
+`pitch` (build-time, attention_fwd/_dkdv/_dq_sum; the variable-length layout, Flags[1] =
+1): Q, K and V (and dQ, dK, dV) are views of one packed qkv projection, tokens `pitch`
+rows apart (attn_layout.packed_views), while
+O, LSE, dO and Delta keep the variable-length layout (the dQ partials: each head's rows in
+a row): no head split or merge is copied.
 """
 
 import math
@@ -33,6 +38,11 @@ NEG_INF = -math.inf
 
 def _sizes():
     return T.symbolic("RQ"), T.symbolic("RK"), T.symbolic("B1"), T.symbolic("NT")
+
+
+def _input_rows(RQ, pitch: int):
+    """The query inputs' row count: the outputs' (RQ), or its own for a packed view."""
+    return T.symbolic("RI") if pitch else RQ
 
 
 @T.macro
@@ -131,12 +141,13 @@ def _keys_seen(causal, row_end, nk, shift):
 
 @tilepy.jit
 def attention_fwd(heads, kv_heads, dim, block_M=64,
-                  block_N=64, dtype="float32"):
+                  block_N=64, dtype="float32", pitch=0):
     group, scale = heads // kv_heads, LOG2E / math.sqrt(dim)
     RQ, RK, B1, NT = _sizes()
+    RI, kv_pitch = _input_rows(RQ, pitch), pitch or kv_heads
 
     @T.prim_func
-    def attention_fwd(Q: T.Tensor((RQ, dim), dtype), K: T.Tensor((RK, dim), dtype),
+    def attention_fwd(Q: T.Tensor((RI, dim), dtype), K: T.Tensor((RK, dim), dtype),
                       V: T.Tensor((RK, dim), dtype), CuQ: T.Tensor((B1,), "int32"),
                       CuK: T.Tensor((B1,), "int32"), Tiles: T.Tensor((NT, 2), "int32"),
                       Flags: T.Tensor((2,), "int32"), O: T.Tensor((RQ, dim), dtype),
@@ -150,9 +161,13 @@ def attention_fwd(heads, kv_heads, dim, block_M=64,
             b, q0 = Tiles[bx, 0], Tiles[bx, 1]
             nq, nk = CuQ[b + 1] - CuQ[b], CuK[b + 1] - CuK[b]
             qoff, qst = row_offset(Flags[1], b, by, heads, CuQ[b], nq)
-            koff, kst = row_offset(Flags[1], b, by // group, kv_heads, CuK[b], nk)
+            koff, kst = row_offset(Flags[1], b, by // group, kv_pitch, CuK[b], nk)
             shift = causal_shift(Flags[0], nq, nk)
-            _load_rows(Q_s, Q, qoff, qst, q0, nq, block_M, dim)
+            if pitch:  # q's rows in the packed projection
+                ioff, ist = row_offset(Flags[1], b, by, pitch, CuQ[b], nq)
+                _load_rows(Q_s, Q, ioff, ist, q0, nq, block_M, dim)
+            else:
+                _load_rows(Q_s, Q, qoff, qst, q0, nq, block_M, dim)
             for kb in T.serial(T.ceildiv(_keys_seen(Flags[0], q0 + block_M, nk, shift),
                                          block_N)):
                 _load_rows(K_s, K, koff, kst, kb * block_N, nk, block_N, dim)
@@ -246,16 +261,18 @@ def _store_rows(dst, src, off, stride, s0, n, rows, dim, factor):
 
 
 @tilepy.jit
-def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=False):
+def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=False,
+                   pitch=0):
     """dK, dV of one KV tile: the group's query heads, then the query tiles, ascending.
     dq_parts: also write dS K of each (KV tile kt, query row) to DQP[kt, row] (summed by
     attention_dq_sum), instead of attention_dq recomputing P and dS."""
     group, scale, sm = heads // kv_heads, LOG2E / math.sqrt(dim), 1.0 / math.sqrt(dim)
     RQ, RK, B1, NT = _sizes()
     NKT, RP = T.symbolic("NKT"), T.symbolic("RP")
+    RI, kv_pitch = _input_rows(RQ, pitch), pitch or kv_heads
 
     @T.prim_func
-    def attention_dkdv(Q: T.Tensor((RQ, dim), dtype), K: T.Tensor((RK, dim), dtype),
+    def attention_dkdv(Q: T.Tensor((RI, dim), dtype), K: T.Tensor((RK, dim), dtype),
                        V: T.Tensor((RK, dim), dtype), dO: T.Tensor((RQ, dim), dtype),
                        LSE: T.Tensor((RQ,), ACC), Delta: T.Tensor((RQ,), ACC),
                        CuQ: T.Tensor((B1,), "int32"), CuK: T.Tensor((B1,), "int32"),
@@ -271,7 +288,7 @@ def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=Fal
                 dq_l = T.alloc_fragment((block, dim), ACC)
             b, k0 = Tiles[bx, 0], Tiles[bx, 1]
             nq, nk = CuQ[b + 1] - CuQ[b], CuK[b + 1] - CuK[b]
-            koff, kst = row_offset(Flags[1], b, by, kv_heads, CuK[b], nk)
+            koff, kst = row_offset(Flags[1], b, by, kv_pitch, CuK[b], nk)
             _load_rows(K_s, K, koff, kst, k0, nk, block, dim)
             _load_rows(V_s, V, koff, kst, k0, nk, block, dim)
             T.clear(dK_l)
@@ -281,8 +298,14 @@ def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=Fal
             first = T.if_then_else(Flags[0] != 0, T.max(k0 - shift, 0) // block, 0)
             for g in T.serial(group):
                 qoff, qst = row_offset(Flags[1], b, by * group + g, heads, CuQ[b], nq)
+                if pitch:  # q's rows in the projection; the head's dQ partials in a row
+                    ioff, ist = row_offset(Flags[1], b, by * group + g, pitch, CuQ[b], nq)
+                    poff = CuQ[b] * heads + (by * group + g) * nq
                 for qb in T.serial(first, T.ceildiv(nq, block)):
-                    _load_rows(Q_s, Q, qoff, qst, qb * block, nq, block, dim)
+                    if pitch:  # q's rows in the packed projection
+                        _load_rows(Q_s, Q, ioff, ist, qb * block, nq, block, dim)
+                    else:
+                        _load_rows(Q_s, Q, qoff, qst, qb * block, nq, block, dim)
                     _load_rows(dO_s, dO, qoff, qst, qb * block, nq, block, dim)
                     _load_stats(lse2, delta, LSE, Delta, qoff, qst, qb * block, nq, block,
                                 Flags[0], shift)
@@ -292,7 +315,9 @@ def attention_dkdv(heads, kv_heads, dim, block=64, dtype="float32", dq_parts=Fal
                     if dq_parts:
                         T.gemm(dP, K_s, dq_l, clear_accum=True)
                         for i, d in T.Parallel(block, dim):
-                            if qb * block + i < nq:
+                            if qb * block + i < nq and pitch:
+                                DQP[k0 // block, poff + qb * block + i, d] = dq_l[i, d]
+                            elif qb * block + i < nq:
                                 DQP[k0 // block, qoff + (qb * block + i) * qst, d] = dq_l[i, d]
             _store_rows(dK, dK_l, koff, kst, k0, nk, block, dim, sm)
             _store_rows(dV, dV_l, koff, kst, k0, nk, block, dim, 1.0)
@@ -337,16 +362,17 @@ def attention_dq(heads, kv_heads, dim, block=64, dtype="float32"):
 
 
 @tilepy.jit
-def attention_dq_sum(heads, dim, block=64, dtype="float32"):
+def attention_dq_sum(heads, dim, block=64, dtype="float32", pitch=0):
     """dQ[row] = sum over the KV tiles kt its row sees (ascending) of DQP[kt, row], / sqrt(d)."""
     sm = 1.0 / math.sqrt(dim)
     RQ, B1, NT, NKT = T.symbolic("RQ"), T.symbolic("B1"), T.symbolic("NT"), T.symbolic("NKT")
+    RI = _input_rows(RQ, pitch)
 
     @T.prim_func
     def attention_dq_sum(DQP: T.Tensor((NKT, RQ, dim), ACC), CuQ: T.Tensor((B1,), "int32"),
                          CuK: T.Tensor((B1,), "int32"), Tiles: T.Tensor((NT, 2), "int32"),
                          Flags: T.Tensor((2,), "int32"),
-                         dQ: T.Tensor((RQ, dim), dtype)):
+                         dQ: T.Tensor((RI, dim), dtype)):
         with T.Kernel(NT, heads, threads=128) as (bx, by):
             acc = T.alloc_fragment((block, dim), ACC)
             b, q0 = Tiles[bx, 0], Tiles[bx, 1]
@@ -355,10 +381,18 @@ def attention_dq_sum(heads, dim, block=64, dtype="float32"):
             T.clear(acc)
             # the KV tiles attention_dkdv wrote for this query tile
             seen = _keys_seen(Flags[0], q0 + block, nk, causal_shift(Flags[0], nq, nk))
+            if pitch:  # attention_dkdv's partials of the head's rows, in a row
+                poff = CuQ[b] * heads + by * nq + q0
             for kt in T.serial(T.ceildiv(seen, block)):
                 for i, d in T.Parallel(block, dim):
-                    if q0 + i < nq:
+                    if q0 + i < nq and pitch:
+                        acc[i, d] = acc[i, d] + DQP[kt, poff + i, d]
+                    elif q0 + i < nq:
                         acc[i, d] = acc[i, d] + DQP[kt, qoff + (q0 + i) * qst, d]
-            _store_rows(dQ, acc, qoff, qst, q0, nq, block, dim, sm)
+            if pitch:  # q's rows in the packed projection's gradient
+                ioff, ist = row_offset(Flags[1], b, by, pitch, CuQ[b], nq)
+                _store_rows(dQ, acc, ioff, ist, q0, nq, block, dim, sm)
+            else:
+                _store_rows(dQ, acc, qoff, qst, q0, nq, block, dim, sm)
 
     return attention_dq_sum
