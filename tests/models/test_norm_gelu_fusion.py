@@ -236,3 +236,22 @@ def test_fast_fused_norm_is_within_the_derived_bound_of_exact_mode():
     for got, want, bound in zip(fast, exact, bounds):
         err = np.abs(got.astype(np.float64) - want)
         assert (err <= 4 * bound).all(), float((err / bound).max())
+
+
+def test_gelu_kernels_touch_nothing_past_the_end_under_strict_mode():
+    """gelu_fwd and gelu_bwd loop over the global arrays; the last block's tail is tested,
+    so the interpreter's strict mode (which refuses any access past an array's end) runs
+    them on a ragged size and gives the bits of the default mode."""
+    from tilepy.interpreter import run
+    from tilepy.models.kernels.gelu import gelu_bwd, gelu_fwd
+
+    n = 1000  # not a multiple of the 1024-element block
+    rng = np.random.default_rng(9)
+    x, g = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    outs = []
+    for strict in (False, True):
+        y, c, dx = (np.full(n, np.nan, np.float32) for _ in range(3))
+        run(gelu_fwd().func, {"X": x, "Y": y, "C": c}, {"n": n}, strict=strict)
+        run(gelu_bwd().func, {"X": x, "C": c, "dY": g, "dX": dx}, {"n": n}, strict=strict)
+        outs.append(np.concatenate([y, c, dx]))
+    assert not np.isnan(outs[1]).any() and outs[0].tobytes() == outs[1].tobytes()
