@@ -86,12 +86,13 @@ def fit32() -> None:
 def _kernels():
     import numba
 
+    from tilepy.jit.fast import options as fast_options
     from tilepy.jit.mathlib import fast_numba_math, numba_math
     from tilepy.precision.bits import bits_f32, f32_bits
 
     ferf, erf64 = fast_numba_math()["_ferf32"], numba_math()["_erf_to32"]
 
-    @numba.njit(fastmath=True)
+    @numba.njit(**fast_options())  # fast mode's flags, as its kernels inline _ferf32
     def fast(x, out):
         for i in range(x.shape[0]):
             out[i] = ferf(x[i])
